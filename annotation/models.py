@@ -1,0 +1,1 @@
+"""The crowd: campaigns, tasks, workers, assignments and votes (built by the campaign issues)."""

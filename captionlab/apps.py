@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CaptionLabConfig(AppConfig):
+    name = "captionlab"
+    verbose_name = "CaptionLab"

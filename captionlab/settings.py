@@ -1,0 +1,291 @@
+"""CaptionLab settings, read from the environment.
+
+Two profiles:
+
+* development (default): with no DATABASE_URL and no REDIS_URL it runs on SQLite with Celery in
+  eager mode (the embedded default, nothing to install); with them it uses PostgreSQL and workers.
+* production (CAPTIONLAB_PROFILE=production): refuses to start without SECRET_KEY and
+  ALLOWED_HOSTS from the environment and turns on every protection ``check --deploy`` asks for.
+
+Settings are grouped under headings; every environment variable is listed in the README.
+"""
+from pathlib import Path
+import secrets
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(environ.Env().str("CAPTIONLAB_VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+env_file = BASE_DIR / ".env"
+if env_file.exists():
+    environ.Env.read_env(str(env_file))
+
+PROFILE = env.str("CAPTIONLAB_PROFILE", default="development")
+if PROFILE not in ("development", "production"):
+    raise ImproperlyConfigured(
+        f"CAPTIONLAB_PROFILE must be 'development' or 'production', not {PROFILE!r}"
+    )
+PRODUCTION = PROFILE == "production"
+
+# --- Core -------------------------------------------------------------------------------------
+
+DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+
+
+def _secret_key() -> str:
+    key = env.str("SECRET_KEY", default="")
+    if key:
+        return key
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. The production profile never runs with a key from the code: "
+            "export SECRET_KEY (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(50))'`)."
+        )
+    # Development: one random key per checkout, kept out of the repository.
+    path = VAR_DIR / "dev-secret-key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS", default=[] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set in the production profile.")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "captionlab",
+    "curation",
+    "annotation",
+    "modeling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "captionlab.urls"
+WSGI_APPLICATION = "captionlab.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "captionlab.roles.roles_context",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------------
+# No DATABASE_URL: SQLite in var/ (the embedded default). DATABASE_URL=postgres://... otherwise.
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+USING_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -------------------------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- Internationalisation ---------------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files and storage -----------------------------------------------------------------
+# Static assets (htmx included) are served by the platform itself through WhiteNoise: no CDN.
+# Media (images, thumbnails, uploaded import files) go to a local folder or to S3.
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+# Media is never served as plain static files: curation.views_media checks permissions and types.
+MEDIA_URL = "/media/"
+
+STORAGE_BACKEND = env.str("STORAGE_BACKEND", default="local")
+if STORAGE_BACKEND == "s3":
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME"),
+            "region_name": env.str("AWS_S3_REGION_NAME", default=None),
+            "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default=None),
+            "default_acl": "private",
+            "querystring_auth": True,
+            "querystring_expire": env.int("AWS_QUERYSTRING_EXPIRE", default=600),
+            "file_overwrite": False,
+        },
+    }
+elif STORAGE_BACKEND == "local":
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(MEDIA_ROOT), "base_url": MEDIA_URL},
+    }
+else:
+    raise ImproperlyConfigured(f"STORAGE_BACKEND must be 'local' or 's3', not {STORAGE_BACKEND!r}")
+
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+# Uploads stream to temporary files above 2.5 MB; the request body limit guards form fields.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+FILE_UPLOAD_PERMISSIONS = 0o640
+
+# --- Ingest limits ----------------------------------------------------------------------------
+
+INGEST_MAX_UPLOAD_BYTES = env.int("INGEST_MAX_UPLOAD_BYTES", default=2 * 1024**3)
+INGEST_MAX_IMAGE_BYTES = env.int("INGEST_MAX_IMAGE_BYTES", default=50 * 1024**2)
+INGEST_MAX_CAPTION_CHARS = env.int("INGEST_MAX_CAPTION_CHARS", default=20_000)
+INGEST_MAX_ZIP_MEMBERS = env.int("INGEST_MAX_ZIP_MEMBERS", default=500_000)
+INGEST_BATCH_SIZE = env.int("INGEST_BATCH_SIZE", default=10_000)
+INGEST_DOWNLOAD_CHUNK = env.int("INGEST_DOWNLOAD_CHUNK", default=25)
+DOWNLOAD_MAX_BYTES = env.int("DOWNLOAD_MAX_BYTES", default=25 * 1024**2)
+DOWNLOAD_TIMEOUT = env.float("DOWNLOAD_TIMEOUT", default=20.0)
+DOWNLOAD_MAX_REDIRECTS = env.int("DOWNLOAD_MAX_REDIRECTS", default=5)
+# Hosts resolving to loopback, private, link-local, reserved or metadata addresses are refused
+# unless their network is listed here (e.g. "10.1.0.0/16" for an intranet image server).
+DOWNLOAD_ALLOWED_PRIVATE_NETWORKS = env.list("DOWNLOAD_ALLOWED_PRIVATE_NETWORKS", default=[])
+THUMBNAIL_SIZE = env.int("THUMBNAIL_SIZE", default=320)
+
+# --- NLP and models ---------------------------------------------------------------------------
+# Loaded lazily by workers only; the web processes never import spaCy or torch.
+
+SPACY_MODEL = env.str("SPACY_MODEL", default="en_core_web_sm")
+
+# --- Celery -----------------------------------------------------------------------------------
+# No REDIS_URL: tasks run in the calling process (eager mode, the embedded default).
+
+REDIS_URL = env.str("REDIS_URL", default="")
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "curation.filter_*": {"queue": "filters"},
+    "modeling.*": {"queue": "gpu"},
+}
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_RESULT_EXPIRES = 24 * 3600
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=6 * 3600)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=6 * 3600 - 60)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- REST API ---------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {"user": "10000/hour"},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CaptionLab API",
+    "DESCRIPTION": "Collections, images, captions and imports of the CaptionLab platform.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Security ---------------------------------------------------------------------------------
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    if env.bool("BEHIND_TLS_PROXY", default=True):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Logging ----------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

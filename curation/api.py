@@ -1,0 +1,193 @@
+"""JSON API of the curation app (collections, images, captions, imports).
+
+Every endpoint needs the curator role. Query filters are whitelisted per endpoint: a parameter
+that is not listed is refused with 400 rather than passed to the ORM, so a caller cannot filter
+on (and so probe) fields such as a user's password hash through a relation.
+"""
+from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from captionlab.roles import IsCurator
+
+from . import services
+from .errors import IngestError
+from .models import Caption, Collection, Image, ImportJob
+from .serializers import (
+    CaptionSerializer,
+    CollectionSerializer,
+    ImageSerializer,
+    ImportCreateSerializer,
+    ImportIssueSerializer,
+    ImportJobSerializer,
+)
+
+RESERVED_PARAMS = {"page", "page_size", "ordering", "format"}
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError("must be an integer") from None
+
+
+def _str(value):
+    return value
+
+
+class WhitelistFilterMixin:
+    """Filters from ``filters = {param: (orm lookup, parser)}`` and ordering from ``orderings``."""
+
+    filters: dict = {}
+    orderings: tuple = ("id",)
+
+    def filter_queryset(self, queryset):
+        params = self.request.query_params
+        unknown = sorted(set(params) - set(self.filters) - RESERVED_PARAMS)
+        if unknown:
+            raise ValidationError({
+                "detail": f"unknown filter(s): {', '.join(unknown)}",
+                "allowed": sorted(self.filters),
+            })
+        for name, (lookup, parse) in self.filters.items():
+            if name in params:
+                try:
+                    queryset = queryset.filter(**{lookup: parse(params[name])})
+                except ValueError as exc:
+                    raise ValidationError({name: str(exc)}) from None
+        ordering = params.get("ordering")
+        if ordering:
+            if ordering.lstrip("-") not in self.orderings:
+                raise ValidationError({"ordering": f"choose one of {', '.join(self.orderings)} (prefix - to reverse)"})
+            queryset = queryset.order_by(ordering)
+        return queryset
+
+
+def _filter_params(filters: dict) -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else OpenApiTypes.STR, description=lookup)
+        for name, (lookup, parse) in filters.items()
+    ]
+
+
+COLLECTION_FILTERS = {"name": ("name__icontains", _str), "source_kind": ("source_kind", _str), "language": ("language", _str)}
+IMAGE_FILTERS = {
+    "collection": ("collection_id", _int), "status": ("status", _str), "format": ("format", _str),
+    "sha256": ("sha256", _str), "external_id": ("external_id", _str), "import_job": ("import_job_id", _int),
+    "min_width": ("width__gte", _int), "min_height": ("height__gte", _int),
+}
+CAPTION_FILTERS = {
+    "image": ("image_id", _int), "collection": ("image__collection_id", _int), "origin": ("origin", _str),
+    "language": ("language", _str), "source": ("source", _str), "import_job": ("import_job_id", _int),
+    "parent": ("parent_id", _int), "q": ("text__icontains", _str),
+}
+IMPORT_FILTERS = {"collection": ("collection_id", _int), "kind": ("kind", _str), "status": ("status", _str)}
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(COLLECTION_FILTERS)))
+class CollectionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = CollectionSerializer
+    permission_classes = [IsCurator]
+    filters = COLLECTION_FILTERS
+    orderings = ("id", "name", "created_at")
+
+    def get_queryset(self):
+        return Collection.objects.annotate(
+            image_count=Count("images", distinct=True), caption_count=Count("images__captions")
+        ).order_by("name")
+
+    def perform_create(self, serializer):
+        data = dict(serializer.validated_data)
+        try:
+            serializer.instance = services.collection_create(user=self.request.user, **data)
+        except IngestError as exc:
+            raise ValidationError({"name": exc.message}) from None
+        serializer.instance.image_count = serializer.instance.caption_count = 0
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(IMAGE_FILTERS)))
+class ImageViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = ImageSerializer
+    permission_classes = [IsCurator]
+    filters = IMAGE_FILTERS
+    orderings = ("id", "created_at", "width", "height", "file_size")
+
+    def get_queryset(self):
+        return Image.objects.annotate(caption_count=Count("captions")).order_by("pk")
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(CAPTION_FILTERS)))
+class CaptionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = CaptionSerializer
+    permission_classes = [IsCurator]
+    filters = CAPTION_FILTERS
+    orderings = ("id", "created_at", "import_line")
+
+    def get_queryset(self):
+        return Caption.objects.select_related("parent").order_by("pk")
+
+    def perform_create(self, serializer):
+        text = (serializer.validated_data.get("text") or "").strip()
+        if not text:
+            raise ValidationError({"text": "The caption is empty."})
+        serializer.save(text=text, source=f"api:{self.request.user.get_username()}")
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(IMPORT_FILTERS)))
+class ImportJobViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
+    """Imports. POST a multipart form (collection, kind, file, options) to start one; poll its
+    ``percent`` and ``status``; read its report of skipped rows at ``/imports/{id}/report/``."""
+
+    serializer_class = ImportJobSerializer
+    permission_classes = [IsCurator]
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    filters = IMPORT_FILTERS
+    orderings = ("id", "created_at")
+
+    def get_queryset(self):
+        return ImportJob.objects.order_by("-created_at")
+
+    @extend_schema(request={"multipart/form-data": ImportCreateSerializer}, responses={202: ImportJobSerializer})
+    def create(self, request):
+        form = ImportCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            job = services.import_create(
+                collection=data["collection"], kind=data["kind"], upload=data["file"],
+                options=data.get("options") or {}, user=request.user,
+            )
+        except IngestError as exc:
+            raise ValidationError({"file": exc.message}) from None
+        return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=ImportIssueSerializer(many=True), parameters=[OpenApiParameter("code", str)])
+    @action(detail=True, methods=["get"])
+    def report(self, request, pk=None):
+        job = self.get_object()
+        issues = job.issues.all()
+        code = request.query_params.get("code")
+        if code:
+            issues = issues.filter(code=code)
+        page = self.paginate_queryset(issues)
+        return self.get_paginated_response(ImportIssueSerializer(page, many=True).data)
+
+    def filter_queryset(self, queryset):
+        if self.action == "report":
+            return queryset
+        return super().filter_queryset(queryset)
+
+
+class ObtainTokenView(ObtainAuthToken):
+    """Exchange a username and password for an API token (send it as ``Authorization: Token <key>``)."""
+
+    serializer_class = ObtainAuthToken.serializer_class
+
+

@@ -1,0 +1,15 @@
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from . import api
+
+router = DefaultRouter()
+router.register("collections", api.CollectionViewSet, basename="api-collection")
+router.register("images", api.ImageViewSet, basename="api-image")
+router.register("captions", api.CaptionViewSet, basename="api-caption")
+router.register("imports", api.ImportJobViewSet, basename="api-import")
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("auth/token/", api.ObtainTokenView.as_view(), name="api-token"),
+]

@@ -1,0 +1,252 @@
+"""Curation data: collections, images, captions with lineage, and import jobs with their reports."""
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+
+def text_hash(text: str) -> str:
+    """The deduplication key of a caption text (captions are unique per image + text + source)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Collection(models.Model):
+    class SourceKind(models.TextChoices):
+        UPLOAD = "upload", "Uploaded images"
+        WEB_ALT_TEXT = "alt_text", "Web images with alt-text"
+        PHOTO_COMMENTS = "comments", "Photo-site comments"
+        MUSEUM = "museum", "Museum descriptions"
+        COCO = "coco", "COCO-style captions"
+        TRANSLATED = "translated", "Machine-translated captions"
+        OTHER = "other", "Other"
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    source_kind = models.CharField(max_length=20, choices=SourceKind.choices, default=SourceKind.UPLOAD)
+    language = models.CharField(max_length=16, default="en", help_text="BCP-47 code of the texts")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("collection-detail", args=[self.pk])
+
+
+class ImportJob(models.Model):
+    """One ingest run: a file (or folder) read by a Celery task, with progress and a report."""
+
+    class Kind(models.TextChoices):
+        IMAGES = "images", "Folder or zip of images"
+        TSV = "tsv", "Conceptual Captions TSV (caption, URL)"
+        COCO = "coco", "COCO captions JSON"
+        COMMENTS = "comments", "Comment dump (image id, comment)"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Reading rows"
+        DOWNLOADING = "downloading", "Downloading images"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="imports")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # The uploaded file in storage, or a server-side path given to a management command.
+    upload = models.FileField(upload_to="imports/%Y/%m/", blank=True)
+    source_path = models.CharField(max_length=1000, blank=True)
+    source_name = models.CharField(max_length=300, help_text="Recorded on every caption it imports")
+    options = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Progress: rows (or archive members) read so far, and the total when it is known.
+    rows_total = models.PositiveIntegerField(null=True, blank=True)
+    rows_read = models.PositiveIntegerField(default=0)
+    rows_imported = models.PositiveIntegerField(default=0)
+    rows_skipped = models.PositiveIntegerField(default=0)
+    rows_duplicate = models.PositiveIntegerField(default=0)
+    images_created = models.PositiveIntegerField(default=0)
+    captions_created = models.PositiveIntegerField(default=0)
+    downloads_total = models.PositiveIntegerField(default=0)
+    downloads_done = models.PositiveIntegerField(default=0)
+    downloads_failed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} #{self.pk} into {self.collection}"
+
+    def get_absolute_url(self):
+        return reverse("import-detail", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+    @property
+    def percent(self) -> int:
+        """One bar for both phases: reading rows, then downloading the images they name."""
+        if self.status == self.Status.DONE:
+            return 100
+        read = self.rows_read / self.rows_total if self.rows_total else 0.0
+        if self.status in (self.Status.QUEUED, self.Status.RUNNING):
+            return int(min(read, 1.0) * (50 if self.kind == self.Kind.TSV else 99))
+        if self.downloads_total:
+            fetched = (self.downloads_done + self.downloads_failed) / self.downloads_total
+            return int(50 + 49 * min(fetched, 1.0))
+        return 99
+
+
+class ImportIssue(models.Model):
+    """One row of an import report that did not land, or landed with a warning."""
+
+    class Severity(models.TextChoices):
+        SKIPPED = "skipped", "Skipped"
+        WARNING = "warning", "Warning"
+
+    job = models.ForeignKey(ImportJob, on_delete=models.CASCADE, related_name="issues")
+    line = models.PositiveIntegerField(null=True, blank=True, help_text="1-based line or member number")
+    item = models.CharField(max_length=500, blank=True, help_text="file name, URL or id of the row")
+    code = models.CharField(max_length=40)
+    message = models.TextField()
+    severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.SKIPPED)
+
+    class Meta:
+        ordering = ["line", "pk"]
+        indexes = [models.Index(fields=["job", "code"])]
+
+    def __str__(self):
+        return f"line {self.line}: {self.code}"
+
+
+def image_upload_to(instance, filename):
+    return f"images/{instance.sha256[:2]}/{instance.sha256}.{instance.extension}"
+
+
+class Image(models.Model):
+    class Status(models.TextChoices):
+        READY = "ready", "Ready"
+        PENDING = "pending", "Waiting for download"
+        FAILED = "failed", "Download failed"
+        MISSING = "missing", "No file yet"
+
+    # Formats the platform verifies, stores and serves inline.
+    FORMATS = {"JPEG": ("jpg", "image/jpeg"), "PNG": ("png", "image/png"),
+               "WEBP": ("webp", "image/webp"), "GIF": ("gif", "image/gif"),
+               "BMP": ("bmp", "image/bmp"), "TIFF": ("tif", "image/tiff")}
+
+    # Indexed through (collection, status) and the unique constraints, which all start with it.
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="images", db_index=False)
+    file = models.FileField(upload_to=image_upload_to, max_length=300, blank=True)
+    thumbnail = models.FileField(upload_to="thumbs/", max_length=300, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.READY)
+    sha256 = models.CharField(max_length=64, null=True, blank=True)
+    phash = models.CharField(max_length=32, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    format = models.CharField(max_length=10, blank=True)
+    file_size = models.PositiveBigIntegerField(null=True, blank=True)
+    source_url = models.TextField(blank=True)
+    external_id = models.CharField(max_length=300, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    license = models.CharField(max_length=300, blank=True)
+    credit = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    import_job = models.ForeignKey(ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    import_line = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "sha256"], condition=Q(sha256__isnull=False), name="image_unique_sha256"
+            ),
+            models.UniqueConstraint(
+                fields=["collection", "source_url"], condition=~Q(source_url=""), name="image_unique_source_url"
+            ),
+            models.UniqueConstraint(
+                fields=["collection", "external_id"], condition=~Q(external_id=""), name="image_unique_external_id"
+            ),
+        ]
+        indexes = [models.Index(fields=["collection", "status"])]
+
+    def __str__(self):
+        return self.external_id or (self.sha256 or "")[:12] or f"image {self.pk}"
+
+    def get_absolute_url(self):
+        return reverse("image-detail", args=[self.pk])
+
+    @property
+    def extension(self) -> str:
+        return self.FORMATS.get(self.format, ("bin", ""))[0]
+
+    @property
+    def content_type(self) -> str:
+        return self.FORMATS.get(self.format, ("bin", "application/octet-stream"))[1]
+
+
+class Caption(models.Model):
+    class Origin(models.TextChoices):
+        ALT_TEXT = "alt_text", "Web alt-text"
+        WEB_COMMENT = "web_comment", "Web comment"
+        MUSEUM = "museum", "Museum description"
+        DATASET = "dataset", "Existing dataset"
+        CROWD = "crowd", "Crowd-written"
+        TRANSLATED = "translated", "Machine-translated"
+        MODEL = "model", "Model-generated"
+        TRANSFORMED = "transformed", "Transformed"
+
+    # Indexed through the unique (image, text_hash, source) constraint, which starts with it.
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="captions", db_index=False)
+    text = models.TextField()
+    text_hash = models.CharField(max_length=64, editable=False)
+    language = models.CharField(max_length=16, blank=True)
+    origin = models.CharField(max_length=16, choices=Origin.choices)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    source = models.CharField(max_length=300, blank=True, help_text="import source (file name) or producer")
+    import_job = models.ForeignKey(ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    import_line = models.PositiveIntegerField(null=True, blank=True)
+    external_id = models.CharField(max_length=100, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["image", "text_hash", "source"], name="caption_unique_per_source"),
+        ]
+
+    def __str__(self):
+        return self.text[:80]
+
+    def save(self, *args, **kwargs):
+        self.text_hash = text_hash(self.text)
+        super().save(*args, **kwargs)
+
+    def lineage(self) -> list["Caption"]:
+        """This caption and its ancestors, the raw text last."""
+        chain, node, seen = [], self, set()
+        while node is not None and node.pk not in seen:
+            chain.append(node)
+            seen.add(node.pk)
+            node = node.parent
+        return chain
+
+
+__all__ = ["Collection", "Image", "Caption", "ImportJob", "ImportIssue", "text_hash"]

@@ -1,0 +1,78 @@
+"""Shared fixtures: named personas (Alice curates, Bob annotates, Carol administers), the shared
+test data folder, and per-test media storage."""
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group
+
+from captionlab import roles
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_PHOTOS = SHARED / "data" / "openimages-cc-by"
+
+# CI sets CAPTIONLAB_REQUIRE_SERVICES=1 so a missing PostgreSQL or Redis fails instead of skipping.
+REQUIRE_SERVICES = os.environ.get("CAPTIONLAB_REQUIRE_SERVICES") == "1"
+
+
+@pytest.fixture
+def shared_photos() -> Path:
+    if not SHARED_PHOTOS.is_dir():
+        pytest.skip(f"shared test photos not found at {SHARED_PHOTOS} (../shared is absent)")
+    return SHARED_PHOTOS
+
+
+@pytest.fixture(autouse=True)
+def _media_root(tmp_path, settings):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "media"), "base_url": "/media/"},
+        },
+    }
+
+
+def _user(django_user_model, username, role=None, **extra):
+    user = django_user_model.objects.create_user(username=username, password=f"{username}-pw-123", **extra)
+    if role:
+        group, _ = Group.objects.get_or_create(name=role)
+        user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def alice(db, django_user_model):
+    """Alice is a curator."""
+    return _user(django_user_model, "alice", roles.CURATOR)
+
+
+@pytest.fixture
+def bob(db, django_user_model):
+    """Bob is an annotator."""
+    return _user(django_user_model, "bob", roles.ANNOTATOR)
+
+
+@pytest.fixture
+def carol(db, django_user_model):
+    """Carol is an admin."""
+    return _user(django_user_model, "carol", roles.ADMIN)
+
+
+@pytest.fixture
+def dave(db, django_user_model):
+    """Dave has an account but no role."""
+    return _user(django_user_model, "dave")
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(client, bob):
+    client.force_login(bob)
+    return client
