@@ -76,3 +76,14 @@ def alice_client(client, alice):
 def bob_client(client, bob):
     client.force_login(bob)
     return client
+
+
+@pytest.fixture
+def eager_celery():
+    """Run tasks inline for this test, whether or not REDIS_URL is set."""
+    from captionlab.celery import app
+
+    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield app
+    app.conf.task_always_eager, app.conf.task_eager_propagates = saved

@@ -1,6 +1,7 @@
 """Image bytes: verification, storage, thumbnails, and safe iteration over folders and zip files."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -121,34 +122,46 @@ def _is_ignored(name: str) -> bool:
     return any(part in IGNORED_PARTS or part.startswith("._") for part in PurePosixPath(name).parts)
 
 
-def iter_zip(path: str | Path) -> Iterator[Member | tuple[int, str, RowError]]:
+@contextlib.contextmanager
+def open_members(path: str | Path):
+    """The members of a folder or zip file, as a list, readable while the context is open."""
+    path = Path(path)
+    if path.is_dir():
+        yield list(iter_folder(path))
+    elif path.suffix.lower() == ".zip":
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise RowError("bad_archive", f"not a readable zip file: {exc}") from None
+        with archive:
+            yield list(iter_zip(archive))
+    else:
+        raise RowError("bad_archive", f"{path.name} is neither a folder nor a .zip file")
+
+
+def iter_zip(archive: zipfile.ZipFile) -> Iterator[Member | tuple[int, str, RowError]]:
     cap = settings.INGEST_MAX_IMAGE_BYTES
-    try:
-        archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
-        raise RowError("bad_archive", f"not a readable zip file: {exc}") from None
-    with archive:
-        infos = [info for info in archive.infolist() if not info.is_dir()]
-        if len(infos) > settings.INGEST_MAX_ZIP_MEMBERS:
-            raise RowError("bad_archive", f"archive has {len(infos)} files; the limit is {settings.INGEST_MAX_ZIP_MEMBERS}")
-        for index, info in enumerate(infos, start=1):
-            try:
-                name = safe_relative_name(info.filename)
-            except RowError as exc:
-                yield (index, info.filename, exc)
-                continue
-            if _is_ignored(name):
-                continue
+    infos = [info for info in archive.infolist() if not info.is_dir()]
+    if len(infos) > settings.INGEST_MAX_ZIP_MEMBERS:
+        raise RowError("bad_archive", f"archive has {len(infos)} files; the limit is {settings.INGEST_MAX_ZIP_MEMBERS}")
+    for index, info in enumerate(infos, start=1):
+        try:
+            name = safe_relative_name(info.filename)
+        except RowError as exc:
+            yield (index, info.filename, exc)
+            continue
+        if _is_ignored(name):
+            continue
 
-            def read(info=info):
-                # Read through the decompressor with a cap: a zip bomb's header can lie about size.
-                with archive.open(info) as fh:
-                    data = fh.read(cap + 1)
-                if len(data) > cap:
-                    raise RowError("too_large", f"file is larger than the {cap}-byte limit")
-                return data
+        def read(info=info):
+            # Read through the decompressor with a cap: a zip bomb's header can lie about size.
+            with archive.open(info) as fh:
+                data = fh.read(cap + 1)
+            if len(data) > cap:
+                raise RowError("too_large", f"file is larger than the {cap}-byte limit")
+            return data
 
-            yield Member(index=index, name=name, size=info.file_size, read=read)
+        yield Member(index=index, name=name, size=info.file_size, read=read)
 
 
 def iter_folder(path: str | Path) -> Iterator[Member | tuple[int, str, RowError]]:

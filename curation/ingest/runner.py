@@ -328,13 +328,7 @@ def _read_sidecar(data: bytes, report: Report, name: str) -> dict[str, list[dict
 def _run_images(job, report, on_progress):
     origin, language = _origin(job), _language(job)
     sidecar_name = job.options.get("sidecar") or "captions.csv"
-    with _local_source(job) as path:
-        if path.is_dir():
-            members = list(images.iter_folder(path))
-        elif path.suffix.lower() == ".zip":
-            members = list(images.iter_zip(path))
-        else:
-            raise RowError("bad_archive", f"{path.name} is neither a folder nor a .zip file")
+    with _local_source(job) as path, images.open_members(path) as members:
         sidecar: dict[str, list[dict]] = {}
         for member in members:
             if isinstance(member, images.Member) and member.name == sidecar_name:

@@ -58,7 +58,7 @@ def _write_url_rows_postgres(job, rows, *, origin, language) -> BatchResult:
                 import_job_id, import_line, created_at)
             SELECT %(collection)s, '', '', 'pending', NULL, '', NULL, NULL, '', NULL, s.url, '', '{{}}'::jsonb,
                 '', '', '', %(job)s, min(s.line), now()
-            FROM {_STAGE} s GROUP BY s.url
+            FROM {_STAGE} s GROUP BY s.url ORDER BY min(s.line)
             ON CONFLICT (collection_id, source_url) WHERE NOT (source_url = '') DO NOTHING
             """,
             params,

@@ -1,0 +1,223 @@
+"""Server-rendered pages: home per role, collections, images, imports.
+
+Views are thin: parse, check the role, call one function, render. A view that htmx also calls
+returns its fragment for htmx requests and the full page otherwise (the ``_render`` helper).
+"""
+from urllib.parse import urlsplit
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import Group
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET
+
+from captionlab import roles
+from captionlab.roles import role_required
+
+from . import services
+from .errors import IngestError
+from .forms import CollectionForm, ImportForm
+from .models import Caption, Collection, Image, ImportIssue, ImportJob
+
+IMAGES_PER_PAGE = 60
+ISSUES_PER_PAGE = 100
+IMPORTS_PER_PAGE = 50
+COLLECTIONS_PER_PAGE = 50
+
+
+def _render(request, template, fragment, context, status=200):
+    """One view, two answers: the fragment for htmx (not boosted) requests, the page otherwise."""
+    chosen = fragment if request.htmx and not request.htmx.boosted else template
+    return render(request, chosen, context, status=status)
+
+
+def _count(model, **filters):
+    """A correlated COUNT subquery per collection (cheaper than joins of images × captions)."""
+    rows = model.objects.filter(**filters).order_by().values(*filters.keys()).annotate(n=Count("pk"))
+    return Coalesce(Subquery(rows.values("n")[:1], output_field=IntegerField()), 0)
+
+
+def _collections_with_counts():
+    return Collection.objects.annotate(
+        image_count=_count(Image, collection=OuterRef("pk")),
+        caption_count=_count(Caption, image__collection=OuterRef("pk")),
+    )
+
+
+# --- Home ----------------------------------------------------------------------------------------
+
+
+@login_required
+def home(request):
+    role = roles.primary_role(request.user)
+    if role in (roles.CURATOR, roles.ADMIN):
+        context = {
+            "collections": _collections_with_counts().order_by("-created_at")[:8],
+            "collection_total": Collection.objects.count(),
+            "imports": ImportJob.objects.select_related("collection").order_by("-created_at")[:8],
+        }
+        if role == roles.ADMIN:
+            users = get_user_model().objects.filter(is_active=True)
+            per_role = dict(
+                Group.objects.filter(name__in=roles.ROLES, user__is_active=True)
+                .annotate(n=Count("user")).values_list("name", "n")
+            )
+            context["role_counts"] = [(name, per_role.get(name, 0)) for name in roles.ROLES]
+            context["user_total"] = users.count()
+            context["users_without_role"] = (
+                users.filter(is_superuser=False).exclude(groups__name__in=roles.ROLES).count()
+            )
+        return render(request, f"home/{role}.html", context)
+    if role == roles.ANNOTATOR:
+        return render(request, "home/annotator.html", {})
+    return render(request, "home/no_role.html", {})
+
+
+# --- Collections ---------------------------------------------------------------------------------
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def collection_list(request):
+    page = Paginator(_collections_with_counts().order_by("name"), COLLECTIONS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "collections/list.html", {"page": page})
+
+
+@role_required(roles.CURATOR)
+def collection_create(request):
+    form = CollectionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            collection = services.collection_create(
+                name=form.cleaned_data["name"], user=request.user, **form.service_fields()
+            )
+        except IngestError as error:
+            form.add_error("name", error.message)
+        else:
+            return redirect(collection)
+    return render(request, "collections/create.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def collection_detail(request, pk):
+    collection = get_object_or_404(_collections_with_counts(), pk=pk)
+    status = request.GET.get("status", "")
+    if status not in Image.Status.values:
+        status = ""
+    images = collection.images.annotate(caption_count=Count("captions")).order_by("pk")
+    if status:
+        images = images.filter(status=status)
+    by_status = dict(
+        collection.images.order_by().values_list("status").annotate(n=Count("pk")).values_list("status", "n")
+    )
+    context = {
+        "collection": collection,
+        "page": Paginator(images, IMAGES_PER_PAGE).get_page(request.GET.get("page")),
+        "status": status,
+        "status_tabs": [("", "All", collection.image_count)]
+        + [(value, label, by_status.get(value, 0)) for value, label in Image.Status.choices],
+        "imports": collection.imports.order_by("-created_at")[:5],
+    }
+    return _render(request, "collections/detail.html", "collections/_grid.html", context)
+
+
+# --- Images --------------------------------------------------------------------------------------
+
+
+def _http_url(url: str) -> str | None:
+    """The URL when it is safe to make a link of it (http or https), else None: shown as text."""
+    try:
+        scheme = urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return None
+    return url.strip() if scheme in ("http", "https") else None
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def image_detail(request, pk):
+    image = get_object_or_404(Image.objects.select_related("collection", "import_job"), pk=pk)
+    captions = list(image.captions.select_related("parent", "import_job").order_by("pk"))
+    siblings = image.collection.images.order_by("pk").values_list("pk", flat=True)
+    context = {
+        "image": image,
+        "source_link": _http_url(image.source_url),
+        "captions": [(caption, caption.lineage()) for caption in captions],
+        "previous_pk": siblings.filter(pk__lt=image.pk).order_by("-pk").first(),
+        "next_pk": siblings.filter(pk__gt=image.pk).first(),
+        "metadata": sorted(image.metadata.items()) if isinstance(image.metadata, dict) else [],
+    }
+    return render(request, "images/detail.html", context)
+
+
+# --- Imports -------------------------------------------------------------------------------------
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def import_list(request):
+    jobs = ImportJob.objects.select_related("collection", "created_by").order_by("-created_at")
+    page = Paginator(jobs, IMPORTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "imports/list.html", {"page": page})
+
+
+@role_required(roles.CURATOR)
+def import_create(request):
+    if request.method == "POST":
+        form = ImportForm(request.POST, request.FILES)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                # A new collection lands only together with its import.
+                with transaction.atomic():
+                    collection = data["collection"] or services.collection_create(
+                        name=data["new_collection"], user=request.user
+                    )
+                    job = services.import_create(
+                        collection=collection, kind=data["kind"], upload=data["file"],
+                        user=request.user, options=form.options(),
+                    )
+            except IngestError as error:
+                form.add_error("new_collection" if error.code == "duplicate" else None, error.message)
+            else:
+                return redirect(job)
+        return render(request, "imports/create.html", {"form": form}, status=400)
+    initial = {}
+    if request.GET.get("collection", "").isdigit():
+        initial["collection"] = Collection.objects.filter(pk=request.GET["collection"]).first()
+    return render(request, "imports/create.html", {"form": ImportForm(initial=initial)})
+
+
+def _import_report(request, job):
+    issues = ImportIssue.objects.filter(job=job).order_by("line", "pk")
+    return Paginator(issues, ISSUES_PER_PAGE).get_page(request.GET.get("page"))
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def import_detail(request, pk):
+    job = get_object_or_404(ImportJob.objects.select_related("collection", "created_by"), pk=pk)
+    context = {"job": job, "page": _import_report(request, job)}
+    return _render(request, "imports/detail.html", "imports/_report.html", context)
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def import_progress(request, pk):
+    """The progress card alone, polled every second by htmx until the job has finished.
+
+    The fragment carries its own hx-trigger while the job runs and none once it has finished, so
+    the polling stops by itself; the finishing answer also tells the page to reload the report.
+    """
+    job = get_object_or_404(ImportJob.objects.select_related("collection"), pk=pk)
+    response = render(request, "imports/_progress.html", {"job": job})
+    if job.finished and request.htmx:
+        response["HX-Trigger"] = "import-finished"
+    return response
