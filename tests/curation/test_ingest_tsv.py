@@ -106,3 +106,35 @@ def test_the_threaded_postgres_writer_lands_the_same_rows(tmp_path, settings):
     job = run_import(collection, ImportJob.Kind.TSV, write(tmp_path, lines), download=False)
     assert (job.status, job.rows_read, job.rows_imported) == ("done", 7, 7)
     assert Image.objects.filter(collection=collection).count() == 3
+
+
+def test_a_redelivered_import_after_a_worker_crash_finishes_without_duplicates(tmp_path, collection, settings):
+    """acks_late re-delivers the task of a worker killed mid-import: the rerun lands only what is
+    missing and reports the whole file once."""
+    settings.INGEST_BATCH_SIZE = 2
+    lines = [f"caption {i}\thttps://img.example.org/{i}.jpg".encode() for i in range(5)] + [b"broken line"]
+    path = write(tmp_path, lines)
+    job = ImportJob.objects.create(collection=collection, kind=ImportJob.Kind.TSV, source_path=str(path),
+                                   source_name="cc.tsv", options={"download": False})
+    from curation.ingest import runner, writer
+
+    calls = {"n": 0}
+    real = writer.write_url_rows
+
+    def crash_on_second_batch(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise SystemExit("worker killed")
+        return real(*args, **kwargs)
+
+    runner.write_url_rows = crash_on_second_batch
+    try:
+        with pytest.raises(SystemExit):
+            runner.import_run(job.pk)
+    finally:
+        runner.write_url_rows = real
+    job.refresh_from_db()
+    assert job.status == ImportJob.Status.RUNNING and Caption.objects.count() == 2
+    job = runner.import_run(job.pk)
+    assert (job.status, job.rows_read, job.rows_imported, job.rows_skipped) == ("done", 6, 5, 1)
+    assert Caption.objects.count() == 5 and job.issues.count() == 1
