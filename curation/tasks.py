@@ -13,3 +13,25 @@ def run_import(job_id: int) -> str:
 @shared_task(name="curation.download_images", acks_late=True, time_limit=1800, soft_time_limit=1740)
 def download_images(job_id: int, image_ids: list[int]) -> None:
     runner.download_chunk(job_id, image_ids)
+
+
+@shared_task(name="curation.filter_start", acks_late=True, time_limit=6 * 3600, soft_time_limit=6 * 3600 - 60)
+def filter_start(run_id: int) -> None:
+    from .pipeline import executor
+
+    executor.start(run_id, enqueue=lambda run, index: filter_chunk.delay(run, index))
+
+
+@shared_task(name="curation.filter_chunk", bind=True, acks_late=True, max_retries=2,
+             time_limit=1800, soft_time_limit=1740)
+def filter_chunk(self, run_id: int, index: int) -> str:
+    """One chunk of a filter run. Retried twice on error; then marked failed so the run completes."""
+    from .pipeline import executor
+
+    try:
+        return executor.run_chunk(run_id, index)
+    except Exception as exc:  # noqa: BLE001
+        if self.request.retries < self.max_retries and not self.app.conf.task_always_eager:
+            raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+        executor.chunk_failed(run_id, index, f"{type(exc).__name__}: {exc}")
+        return "failed"

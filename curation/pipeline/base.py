@@ -1,0 +1,100 @@
+"""What a filter is, what it sees and what it says.
+
+A filter is a class with a ``name``, an integer ``version`` (bump it when its behaviour changes),
+default ``params``, the spaCy components it ``needs`` (empty: it never parses), and ``apply``,
+which turns a batch of Items into one Decision per item. A filter that learns corpus statistics
+also implements ``fit`` (returns a JSON-able state) and receives that state back in ``__init__``.
+A transform returns decisions with ``text`` set: the next steps see that text, and the run saves
+it as a new Caption whose parent is the original.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+KEEP, DROP, NA = "keep", "drop", "na"
+
+
+@dataclass
+class Item:
+    """One caption with its image, as the filters of one chunk see it.
+
+    ``text`` is the working text (after earlier transforms); ``raw_text`` never changes.
+    ``doc`` is the spaCy Doc of ``parse_text`` when the pipeline needs parsing (shared by identical
+    texts: do not modify it). Image fields are None where the image has no file yet.
+    """
+
+    caption_id: int | None
+    image_id: int
+    raw_text: str
+    text: str
+    language: str = ""
+    doc: Any = None
+    image_format: str | None = None
+    width: int | None = None
+    height: int | None = None
+    sha256: str | None = None
+    phash: str | None = None
+    image_status: str = "ready"
+    file_name: str = ""  # the image file's name in Django's default storage ("" when none)
+    labels: list[str] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    # Filled by transforms for display: [(start, end)] character spans of raw_text removed.
+    removed_spans: list[tuple[int, int]] = field(default_factory=list)
+    entity_types: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decision:
+    outcome: str  # KEEP, DROP or NA
+    reason: str = ""  # a short code, e.g. "no_determiner", "too_small", "no_labels"
+    score: float | None = None
+    details: dict = field(default_factory=dict)
+    text: str | None = None  # a transform's output text, None when the text is unchanged
+
+
+class Filter:
+    name: ClassVar[str] = ""
+    version: ClassVar[int] = 1
+    label: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    target: ClassVar[str] = "caption"  # "caption" or "image"
+    needs: ClassVar[frozenset[str]] = frozenset()  # spaCy components, e.g. {"tagger", "parser"}
+    defaults: ClassVar[dict] = {}
+    is_transform: ClassVar[bool] = False
+    # Run-level filters decide over the whole run after every chunk (e.g. rare entity types).
+    run_level: ClassVar[bool] = False
+    # Filters that need corpus statistics fitted before the run.
+    fits: ClassVar[bool] = False
+
+    def __init__(self, params: dict | None = None, state: Any = None):
+        unknown = set(params or {}) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameter(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
+        self.params = {**self.defaults, **(params or {})}
+        self.state = state
+
+    def fit(self, items: list[Item]) -> Any:  # pragma: no cover - only for fitting filters
+        raise NotImplementedError
+
+    def apply(self, items: list[Item]) -> list[Decision]:
+        raise NotImplementedError
+
+    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:  # pragma: no cover - run-level only
+        """For run-level filters: ``rows`` describe every item that survived the earlier steps:
+        {"caption_id", "image_id", "text", "entity_types", "sha256", "phash", "score"} where
+        "score" is this step's own chunk-time score, if any. Return decisions keyed by caption id
+        (or by image id for image-target filters); items not in the result are kept."""
+        raise NotImplementedError
+
+
+def keep(reason: str = "", score: float | None = None, **details) -> Decision:
+    return Decision(KEEP, reason, score, details)
+
+
+def drop(reason: str, score: float | None = None, **details) -> Decision:
+    return Decision(DROP, reason, score, details)
+
+
+def not_applicable(reason: str, **details) -> Decision:
+    return Decision(NA, reason, None, details)

@@ -1,0 +1,65 @@
+"""spaCy, loaded lazily in workers only (never in web processes), with only the needed components."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from django.conf import settings
+
+ALL = ("tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner")
+# What each component needs to run in en_core_web_sm.
+_REQUIRES = {"tagger": {"tok2vec"}, "parser": {"tok2vec"}, "ner": set(),
+             "attribute_ruler": {"tagger"}, "lemmatizer": {"attribute_ruler", "tagger"}}
+
+
+# What filters ask for, in words: "pos" (token.pos_), "lemma", "deps" (dependency parse and
+# sentences), "ents" (named entities); component names are accepted as well.
+ALIASES = {"pos": {"tagger", "attribute_ruler"}, "lemma": {"lemmatizer"}, "deps": {"parser"}, "ents": {"ner"}}
+
+
+def closure(needs: frozenset[str] | set[str]) -> frozenset[str]:
+    wanted = set()
+    for need in needs:
+        if need not in ALIASES and need not in ALL:
+            raise ValueError(f"unknown spaCy need {need!r}: use {sorted(ALIASES)} or a component name")
+        wanted |= ALIASES.get(need, {need})
+    changed = True
+    while changed:
+        changed = False
+        for comp in list(wanted):
+            for dep in _REQUIRES.get(comp, ()):
+                if dep not in wanted:
+                    wanted.add(dep)
+                    changed = True
+    return frozenset(wanted)
+
+
+@lru_cache(maxsize=4)
+def load(needs: frozenset[str]):
+    import spacy
+
+    wanted = closure(needs)
+    nlp = spacy.load(settings.SPACY_MODEL, exclude=[c for c in ALL if c not in wanted])
+    return nlp
+
+
+def model_version() -> str:
+    import spacy
+
+    nlp = load(frozenset())
+    return f"spacy {spacy.__version__}; {nlp.meta.get('lang')}_{nlp.meta.get('name')} {nlp.meta.get('version')}"
+
+
+def parse_unique(texts: list[str], needs: frozenset[str], batch_size: int = 256) -> dict[str, object]:
+    """Parse each distinct text once: {text: Doc}."""
+    distinct = list(dict.fromkeys(texts))
+    nlp = load(frozenset(needs))
+    return dict(zip(distinct, nlp.pipe(distinct, batch_size=batch_size)))
+
+
+def items_for_texts(texts: list[str], needs=frozenset(), **image_fields):
+    """Items for bare texts (tests, previews): parsed when ``needs`` asks for it."""
+    from .base import Item
+
+    docs = parse_unique(texts, frozenset(needs)) if needs else {}
+    return [Item(caption_id=i + 1, image_id=i + 1, raw_text=t, text=t, doc=docs.get(t), **image_fields)
+            for i, t in enumerate(texts)]

@@ -1,0 +1,142 @@
+"""The executor: chunks, step order, transforms as child captions, idempotent reruns, failed chunks,
+run-level steps, the funnel and overrides. Uses small test filters so it does not depend on spaCy."""
+import pytest
+
+from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from curation.pipeline import executor, registry
+from curation.pipeline.base import Decision, Filter, drop, keep
+from curation.services import decision_override, run_create
+
+pytestmark = pytest.mark.django_db
+
+
+class WideEnough(Filter):
+    name, target, defaults = "test_wide_enough", "image", {"min_width": 100}
+
+    def apply(self, items):
+        return [keep(score=it.width) if (it.width or 0) >= self.params["min_width"] else drop("too_narrow", it.width)
+                for it in items]
+
+
+class StripStock(Filter):
+    name, is_transform, defaults = "test_strip_stock", True, {}
+
+    def apply(self, items):
+        return [Decision("keep", "cropped", text=it.text.replace("stock photo ", "")) if "stock photo " in it.text
+                else keep("unchanged") for it in items]
+
+
+class NoBadWords(Filter):
+    name, defaults = "test_no_bad_words", {"word": "bad"}
+
+    def apply(self, items):
+        if any("explode" in it.text for it in items):
+            raise RuntimeError("boom")
+        return [drop("bad_word") if self.params["word"] in it.text.split() else keep() for it in items]
+
+
+class OnePerImage(Filter):
+    name, run_level, defaults = "test_one_per_image", True, {}
+
+    def decide_run(self, rows):
+        seen, out = set(), {}
+        for row in rows:
+            if row["image_id"] in seen:
+                out[row["caption_id"]] = drop("second_caption")
+            seen.add(row["image_id"])
+        return out
+
+
+for cls in (WideEnough, StripStock, NoBadWords, OnePerImage):
+    registry.FILTERS.setdefault(cls.name, cls)
+
+STEPS = [{"filter": "test_wide_enough"}, {"filter": "test_strip_stock"}, {"filter": "test_no_bad_words"},
+         {"filter": "test_one_per_image"}]
+
+
+@pytest.fixture
+def collection():
+    collection = Collection.objects.create(name="exec")
+    for i, (width, texts) in enumerate([
+        (300, ["stock photo a dog on a beach", "a dog"]),
+        (50, ["a narrow picture"]),
+        (300, ["a bad caption", "a good caption"]),
+    ]):
+        image = Image.objects.create(collection=collection, external_id=f"i{i}", width=width, height=200, format="JPEG",
+                                     sha256=f"{i}" * 64, status="ready")
+        for text in texts:
+            Caption.objects.create(image=image, text=text, origin="alt_text")
+    return collection
+
+
+def run_it(collection, steps=STEPS, chunk=2, monkeypatch=None):
+    pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=steps)
+    if monkeypatch:
+        monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk)
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    executor.start(run.pk, enqueue=lambda run_id, index: None)
+    for chunk_row in RunChunk.objects.filter(run=run):
+        try:
+            executor.run_chunk(run.pk, chunk_row.index)
+        except Exception as exc:  # what the task does after its retries
+            executor.chunk_failed(run.pk, chunk_row.index, str(exc))
+    run.refresh_from_db()
+    return run
+
+
+def test_steps_run_in_order_on_what_is_still_alive_and_the_funnel_counts_them(collection, monkeypatch):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    assert run.status == FilterRun.Status.DONE and run.chunks_total == 2
+    funnel = {row["filter"]: row for row in run.funnel}
+    assert (funnel["test_wide_enough"]["entered"], funnel["test_wide_enough"]["dropped"]) == (3, 1)
+    # The narrow image's caption never reaches the caption steps.
+    assert funnel["test_strip_stock"]["entered"] == 4
+    assert (funnel["test_no_bad_words"]["kept"], funnel["test_no_bad_words"]["dropped"]) == (3, 1)
+    assert (funnel["test_one_per_image"]["entered"], funnel["test_one_per_image"]["dropped"]) == (3, 1)
+    assert FilterDecision.objects.filter(run=run).count() == 3 + 4 + 4 + 3
+
+
+def test_a_transform_saves_its_text_as_a_child_caption_with_lineage(collection, monkeypatch):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    child = Caption.objects.get(origin="transformed")
+    assert child.text == "a dog on a beach"
+    assert child.parent.text == "stock photo a dog on a beach"
+    assert [c.text for c in child.lineage()] == ["a dog on a beach", "stock photo a dog on a beach"]
+    decision = FilterDecision.objects.get(run=run, filter_name="test_strip_stock", caption=child.parent)
+    assert (decision.text_before, decision.text_after) == ("stock photo a dog on a beach", "a dog on a beach")
+
+
+def test_a_chunk_processed_twice_writes_each_decision_once(collection, monkeypatch):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    before = FilterDecision.objects.filter(run=run).count()
+    chunk = run.chunks.first()
+    executor.process_chunk(run, chunk.item_ids)  # a re-delivered task
+    assert FilterDecision.objects.filter(run=run).count() == before
+    assert Caption.objects.filter(origin="transformed").count() == 1
+
+
+def test_a_chunk_that_keeps_failing_is_marked_failed_and_the_rest_completes(collection, monkeypatch):
+    Caption.objects.create(image=Image.objects.get(external_id="i0"), text="this will explode", origin="alt_text")
+    run = run_it(collection, monkeypatch=monkeypatch)
+    assert run.status == FilterRun.Status.DONE and run.chunks_failed == 1 and run.chunks_done == 1
+    failed = run.chunks.get(status=RunChunk.Status.FAILED)
+    assert "boom" in failed.error and "test_no_bad_words" in failed.error
+    assert "1 chunk(s) failed" in run.error
+    assert FilterDecision.objects.filter(run=run, image__external_id="i2").exists()
+
+
+def test_an_override_changes_the_funnel_and_keeps_its_history(collection, monkeypatch, alice):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    decision = FilterDecision.objects.get(run=run, reason="bad_word")
+    decision_override(decision=decision, outcome="keep", note="sarcasm, fine", user=alice)
+    run.refresh_from_db()
+    assert {row["filter"]: row["dropped"] for row in run.funnel}["test_no_bad_words"] == 0
+    assert decision.final_outcome == "keep" and decision.reviews.get().note == "sarcasm, fine"
+
+
+def test_unknown_filters_and_parameters_are_refused_before_a_run_starts(collection):
+    from curation.errors import IngestError
+
+    for steps in ([{"filter": "no_such_filter"}], [{"filter": "test_wide_enough", "params": {"nope": 1}}], []):
+        with pytest.raises(IngestError):
+            run_create(collection=collection, pipeline=Pipeline(name="x", steps=steps), enqueue=False)
