@@ -140,3 +140,24 @@ def test_unknown_filters_and_parameters_are_refused_before_a_run_starts(collecti
     for steps in ([{"filter": "no_such_filter"}], [{"filter": "test_wide_enough", "params": {"nope": 1}}], []):
         with pytest.raises(IngestError):
             run_create(collection=collection, pipeline=Pipeline(name="x", steps=steps), enqueue=False)
+
+
+def test_the_api_lists_decisions_by_reason_and_score_and_takes_overrides(collection, monkeypatch, alice, bob):
+    from rest_framework.test import APIClient
+
+    run = run_it(collection, monkeypatch=monkeypatch)
+    api = APIClient()
+    api.force_authenticate(bob)
+    assert api.get(f"/api/runs/{run.pk}/decisions/").status_code == 403
+    api.force_authenticate(alice)
+    body = api.get(f"/api/runs/{run.pk}/decisions/", {"reason": "too_narrow", "max_score": 60}).json()
+    assert body["count"] == 1 and body["results"][0]["score"] == 50
+    assert api.get(f"/api/runs/{run.pk}/decisions/", {"details__secret": 1}).status_code == 400
+    decision_id = body["results"][0]["id"]
+    response = api.post(f"/api/decisions/{decision_id}/override/", {"outcome": "keep", "note": "fine"}, format="json")
+    assert response.status_code == 200 and response.json()["final_outcome"] == "keep"
+    ids = list(FilterDecision.objects.filter(run=run, filter_name="test_no_bad_words").values_list("pk", flat=True))
+    response = api.post(f"/api/runs/{run.pk}/overrides/", {"ids": ids, "outcome": "drop", "note": "bulk"}, format="json")
+    assert response.json() == {"overridden": len(ids)}
+    assert api.get(f"/api/runs/{run.pk}/").json()["funnel"][2]["dropped"] == len(ids)
+    assert api.get("/api/pipelines/filters/").status_code == 200

@@ -1,0 +1,169 @@
+"""API for pipelines, filter runs, decisions and curator overrides (curator role)."""
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from captionlab.roles import IsCurator
+
+from . import services
+from .api import WhitelistFilterMixin, _filter_params, _int, _str
+from .errors import IngestError
+from .models import Collection, FilterDecision, FilterRun, Pipeline
+from .pipeline import executor, registry
+
+
+class PipelineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Pipeline
+        fields = ["id", "name", "description", "preset", "steps", "updated_at"]
+        read_only_fields = ["preset", "updated_at"]
+
+
+class FilterRunSerializer(serializers.ModelSerializer):
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = FilterRun
+        fields = ["id", "collection", "pipeline", "status", "snapshot", "versions", "artifacts", "funnel",
+                  "items_total", "items_done", "chunks_total", "chunks_done", "chunks_failed", "error",
+                  "created_at", "started_at", "finished_at", "progress"]
+        read_only_fields = fields
+
+    def get_progress(self, obj) -> dict:
+        return executor.progress(obj)
+
+
+class RunCreateSerializer(serializers.Serializer):
+    collection = serializers.PrimaryKeyRelatedField(queryset=Collection.objects.all())
+    pipeline = serializers.PrimaryKeyRelatedField(queryset=Pipeline.objects.all())
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    final_outcome = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = FilterDecision
+        fields = ["id", "run", "step", "filter_name", "image", "caption", "outcome", "override", "final_outcome",
+                  "score", "reason", "details", "text_before", "text_after"]
+        read_only_fields = fields
+
+
+class OverrideSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=FilterDecision.Outcome.choices)
+    note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class BulkOverrideSerializer(OverrideSerializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=5000)
+
+
+class PipelineViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Pipelines: ordered steps ``[{"filter": name, "params": {...}}]``; ``/filters/`` lists what exists."""
+
+    serializer_class = PipelineSerializer
+    permission_classes = [IsCurator]
+    queryset = Pipeline.objects.order_by("name")
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = services.pipeline_save(user=self.request.user, **serializer.validated_data)
+        except IngestError as exc:
+            raise ValidationError({"steps": exc.message}) from None
+
+    def perform_update(self, serializer):
+        data = {**PipelineSerializer(serializer.instance).data, **serializer.validated_data}
+        try:
+            serializer.instance = services.pipeline_save(
+                name=data["name"], steps=data["steps"], description=data.get("description", ""),
+                pipeline=serializer.instance)
+        except IngestError as exc:
+            raise ValidationError({"steps": exc.message}) from None
+
+    @action(detail=False, methods=["get"])
+    def filters(self, request):
+        return Response([
+            {"name": cls.name, "version": cls.version, "label": cls.label, "description": cls.description,
+             "target": cls.target, "transform": cls.is_transform, "run_level": cls.run_level,
+             "needs": sorted(cls.needs), "defaults": cls.defaults}
+            for cls in sorted(registry.load_all().values(), key=lambda c: c.name) if not cls.name.startswith("test_")
+        ])
+
+
+RUN_FILTERS = {"collection": ("collection_id", _int), "pipeline": ("pipeline_id", _int), "status": ("status", _str)}
+DECISION_FILTERS = {
+    "step": ("step", _int), "filter": ("filter_name", _str), "outcome": ("outcome", _str), "reason": ("reason", _str),
+    "override": ("override", _str), "image": ("image_id", _int), "caption": ("caption_id", _int),
+    "min_score": ("score__gte", float), "max_score": ("score__lte", float),
+}
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(RUN_FILTERS)))
+class FilterRunViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = FilterRunSerializer
+    permission_classes = [IsCurator]
+    filters = RUN_FILTERS
+    orderings = ("id", "created_at")
+
+    def get_queryset(self):
+        return FilterRun.objects.order_by("-created_at")
+
+    @extend_schema(request=RunCreateSerializer, responses={202: FilterRunSerializer})
+    def create(self, request):
+        form = RunCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            run = services.run_create(user=request.user, **form.validated_data)
+        except IngestError as exc:
+            raise ValidationError({"pipeline": exc.message}) from None
+        return Response(FilterRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=DecisionSerializer(many=True), parameters=_filter_params(DECISION_FILTERS))
+    @action(detail=True, methods=["get"])
+    def decisions(self, request, pk=None):
+        run = self.get_object()
+        view = _DecisionFilter(request)
+        page = self.paginate_queryset(view.filter_queryset(run.decisions.order_by("step", "pk")))
+        return self.get_paginated_response(DecisionSerializer(page, many=True).data)
+
+    @extend_schema(request=BulkOverrideSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="overrides")
+    def bulk_override(self, request, pk=None):
+        run = self.get_object()
+        form = BulkOverrideSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        decisions = list(run.decisions.filter(pk__in=form.validated_data["ids"]))
+        if len(decisions) != len(set(form.validated_data["ids"])):
+            raise ValidationError({"ids": "some ids are not decisions of this run"})
+        count = services.decisions_override(decisions=decisions, outcome=form.validated_data["outcome"],
+                                            note=form.validated_data.get("note", ""), user=request.user)
+        return Response({"overridden": count})
+
+    def filter_queryset(self, queryset):
+        if self.action in ("decisions", "bulk_override"):
+            return queryset
+        return super().filter_queryset(queryset)
+
+
+class _DecisionFilter(WhitelistFilterMixin):
+    filters = DECISION_FILTERS
+    orderings = ("id", "score", "step")
+
+    def __init__(self, request):
+        self.request = request
+
+
+class DecisionViewSet(viewsets.GenericViewSet, mixins.RetrieveModelMixin):
+    serializer_class = DecisionSerializer
+    permission_classes = [IsCurator]
+    queryset = FilterDecision.objects.all()
+
+    @extend_schema(request=OverrideSerializer, responses=DecisionSerializer)
+    @action(detail=True, methods=["post"])
+    def override(self, request, pk=None):
+        decision = self.get_object()
+        form = OverrideSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        decision = services.decision_override(decision=decision, user=request.user, **form.validated_data)
+        return Response(DecisionSerializer(decision).data)
