@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from captionlab import roles
@@ -32,7 +33,9 @@ COLLECTIONS_PER_PAGE = 50
 def _render(request, template, fragment, context, status=200):
     """One view, two answers: the fragment for htmx (not boosted) requests, the page otherwise."""
     chosen = fragment if request.htmx and not request.htmx.boosted else template
-    return render(request, chosen, context, status=status)
+    response = render(request, chosen, context, status=status)
+    patch_vary_headers(response, ("HX-Request",))  # caches must keep the page and the fragment apart
+    return response
 
 
 def _count(model, **filters):
