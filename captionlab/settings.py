@@ -261,6 +261,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Decision outcomes appear as `outcome` and `override`: one enum in the schema.
+    "ENUM_NAME_OVERRIDES": {"DecisionOutcomeEnum": "curation.models.FilterDecision.Outcome"},
 }
 
 # --- Security ---------------------------------------------------------------------------------
