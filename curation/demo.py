@@ -26,7 +26,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.files import File
@@ -343,12 +342,21 @@ def _is_complete(collection: Collection, images: list[DemoImage]) -> bool:
     return have_images >= len(images) and have_captions >= want_captions
 
 
+def eager() -> bool:
+    """Whether tasks run inline (no broker), as the Celery app is configured right now."""
+    from captionlab.celery import app
+
+    return bool(app.conf.task_always_eager)
+
+
 def start_import(collection: Collection, images: list[DemoImage], data_dir: Path, user=None) -> ImportJob:
-    """Eager mode: a temporary folder, read inline. Workers: a zip upload, so that a worker on
-    another machine (docker compose) reads it from storage like any upload."""
+    """Eager mode under autocommit (``manage.py demo``): a temporary folder, read inline before it
+    is removed. Otherwise (real workers, or a caller's open transaction that defers the task to its
+    commit): a zip upload, kept in storage, which a worker on another machine (docker compose)
+    reads like any upload."""
     options = {"origin": Caption.Origin.ALT_TEXT, "sidecar": SIDECAR, "language": "en"}
     with tempfile.TemporaryDirectory(prefix="captionlab-demo-") as tmp:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
+        if eager() and not transaction.get_connection().in_atomic_block:
             folder = build_folder(Path(tmp) / "scikit-image-demo", images, data_dir)
             return services.import_create(
                 collection=collection, kind=ImportJob.Kind.IMAGES, source_path=str(folder),
@@ -408,7 +416,7 @@ def load(*, wait: bool = True, timeout: float = 600.0, reimport: bool = False, o
         source_name=SOURCE_NAME,
         status__in=[ImportJob.Status.QUEUED, ImportJob.Status.RUNNING, ImportJob.Status.DOWNLOADING],
     ).first()
-    if pending is not None and not settings.CELERY_TASK_ALWAYS_EAGER:
+    if pending is not None and not eager():
         result.job = pending  # an earlier run queued it; wait for that one instead of queueing again
     elif not reimport and _is_complete(result.collection, images):
         result.import_skipped = True
@@ -418,6 +426,8 @@ def load(*, wait: bool = True, timeout: float = 600.0, reimport: bool = False, o
         result.job = start_import(result.collection, images, data_dir, user=curator)
 
     result.job.refresh_from_db()
-    if wait and not result.job.finished:
+    # In eager mode the import has already run, unless the caller holds a transaction open (the
+    # task then runs on commit): waiting would never end, so only wait for real workers.
+    if wait and not result.job.finished and not eager():
         result.job = wait_for(result.job, timeout=timeout, out=out)
     return result

@@ -35,7 +35,7 @@ class Command(BaseCommand):
                 "The demo creates accounts (a superuser among them) whose passwords it prints; it refuses "
                 "to run in the production profile. Pass --allow-production if you really mean it."
             )
-        mode = "Celery eager mode (in this process)" if settings.CELERY_TASK_ALWAYS_EAGER else "Celery workers"
+        mode = "Celery eager mode (in this process)" if demo.eager() else "Celery workers"
         db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         self.stdout.write(f"Loading the CaptionLab demo ({db}, {mode})...")
         try:
@@ -63,6 +63,8 @@ class Command(BaseCommand):
             if job.error:
                 self.stdout.write(self.style.ERROR(f"  {job.error}"))
             self.stdout.write(f"Collection {collection.name!r}: {images} images, {captions} captions.")
+        elif job is not None and demo.eager():
+            self.stdout.write(f"Import #{job.pk} runs when the surrounding transaction commits.")
         elif job is not None:
             self.stdout.write(f"Import #{job.pk} is queued for the workers ({job.get_status_display().lower()}).")
 

@@ -1,0 +1,444 @@
+"""Image filters of Conceptual Captions (seed 002, Section 3, "Image-based Filtering"): encoding
+format, minimum side, aspect ratio, decodability, exact and near duplicates, and a pluggable
+unsafe-content check.
+
+They see image Items (``file_name`` in Django's default storage, ``image_format``, ``width``,
+``height``, ``sha256``, ``phash``, ``image_status``). An image without a file (status other than
+"ready", or no ``file_name``) gets a decision saying so; a file that cannot be read or decoded gets
+one with the error. No filter here raises on a bad image.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.storage import default_storage
+from django.utils.module_loading import import_string
+from PIL import Image as PILImage
+
+from .base import Decision, Filter, Item, drop, keep, not_applicable
+from .registry import register
+
+log = logging.getLogger(__name__)
+
+# Pillow's decompression-bomb limit stays on (as in ingest): a huge image is refused, not decoded.
+assert PILImage.MAX_IMAGE_PIXELS, "Pillow's pixel limit must stay on"
+
+PHASH_SIZE = 8  # the hash size cached in Image.phash (64 bits, 16 hex digits)
+
+
+def has_file(item: Item) -> bool:
+    return item.image_status == "ready" and bool(item.file_name)
+
+
+def no_file(item: Item) -> Decision:
+    return drop("no_file", status=item.image_status, file=item.file_name or None)
+
+
+def read_file(name: str) -> bytes:
+    with default_storage.open(name, "rb") as fh:
+        return fh.read()
+
+
+def probe(item: Item) -> tuple[str | None, int | None, int | None]:
+    """Format and size from the Item, or from the file's header where the row lacks them."""
+    if item.image_format and item.width and item.height:
+        return item.image_format, item.width, item.height
+    try:
+        with default_storage.open(item.file_name, "rb") as fh, PILImage.open(fh) as img:
+            return item.image_format or img.format, item.width or img.width, item.height or img.height
+    except Exception as exc:  # noqa: BLE001 - a bad header is a decision, not a crash
+        log.debug("probing %s failed: %s", item.file_name, exc)
+        return item.image_format, item.width, item.height
+
+
+def phash_of(img: PILImage.Image, hash_size: int = PHASH_SIZE) -> str:
+    import imagehash
+
+    return str(imagehash.phash(img, hash_size=hash_size))
+
+
+def phash_file(name: str, hash_size: int = PHASH_SIZE) -> str:
+    with default_storage.open(name, "rb") as fh, PILImage.open(fh) as img:
+        return phash_of(img, hash_size)
+
+
+def hamming(a: str, b: str) -> int:
+    return (int(a, 16) ^ int(b, 16)).bit_count()
+
+
+def cache_phashes(found: dict[int, str]) -> None:
+    """Image.phash is a cache of the 8x8 pHash: fill it for the images we had to hash."""
+    if not found:
+        return
+    from ..models import Image
+
+    Image.objects.bulk_update([Image(pk=pk, phash=h) for pk, h in found.items()], ["phash"], batch_size=500)
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+# --- Format, size, aspect ratio -------------------------------------------------------------------
+
+@register
+class ImageFormat(Filter):
+    name = "image_format"
+    label = "Image format"
+    description = ("Keeps images whose encoding format is in the list (JPEG only in the paper; add PNG "
+                   "and others for collections such as the demo's).")
+    target = "image"
+    defaults = {"formats": ["JPEG"]}
+
+    def apply(self, items):
+        allowed = {f.upper() for f in self.params["formats"]}
+        out = []
+        for item in items:
+            if not has_file(item):
+                out.append(no_file(item))
+                continue
+            fmt, _, _ = probe(item)
+            if not fmt:
+                out.append(drop("unknown_format"))
+            elif fmt.upper() in allowed:
+                out.append(keep("allowed_format", format=fmt))
+            else:
+                out.append(drop("format_not_allowed", format=fmt, allowed=sorted(allowed)))
+        return out
+
+
+@register
+class ImageSize(Filter):
+    name = "image_size"
+    label = "Minimum side"
+    description = "Keeps images whose width and height are both greater than min_side pixels (400 in the paper)."
+    target = "image"
+    defaults = {"min_side": 400}
+
+    def apply(self, items):
+        min_side = self.params["min_side"]
+        out = []
+        for item in items:
+            if not has_file(item):
+                out.append(no_file(item))
+                continue
+            _, width, height = probe(item)
+            if not width or not height:
+                out.append(drop("no_dimensions"))
+                continue
+            side = min(width, height)
+            details = {"width": width, "height": height, "min_side": min_side}
+            out.append(keep("large_enough", side, **details) if side > min_side else drop("too_small", side, **details))
+        return out
+
+
+@register
+class AspectRatio(Filter):
+    name = "aspect_ratio"
+    label = "Aspect ratio"
+    description = "Keeps images whose longer side is at most max_ratio times the shorter (2 in the paper). Score: the ratio."
+    target = "image"
+    defaults = {"max_ratio": 2.0}
+
+    def apply(self, items):
+        max_ratio = self.params["max_ratio"]
+        out = []
+        for item in items:
+            if not has_file(item):
+                out.append(no_file(item))
+                continue
+            _, width, height = probe(item)
+            if not width or not height:
+                out.append(drop("no_dimensions"))
+                continue
+            ratio = round(max(width, height) / min(width, height), 4)
+            details = {"width": width, "height": height, "max_ratio": max_ratio}
+            out.append(keep("ratio_ok", ratio, **details) if ratio <= max_ratio else drop("bad_aspect_ratio", ratio, **details))
+        return out
+
+
+# --- Decodability ---------------------------------------------------------------------------------
+
+@register
+class Decodable(Filter):
+    name = "decodable"
+    label = "Decodes"
+    description = ("Opens each image file and decodes every pixel (Pillow, pixel limit on): truncated, corrupt or "
+                   "replaced files are dropped with the error. Also computes the perceptual hash for near_duplicate.")
+    target = "image"
+    # verify_sha256: a file whose bytes no longer match the sha256 recorded at import was replaced.
+    defaults = {"verify_sha256": True, "compute_phash": True}
+
+    def apply(self, items):
+        out, hashed = [], {}
+        for item in items:
+            decision = self._check(item)
+            if decision.details.get("phash") and decision.details["phash"] != item.phash:
+                hashed[item.image_id] = decision.details["phash"]
+            out.append(decision)
+        try:
+            cache_phashes(hashed)
+        except Exception as exc:  # noqa: BLE001 - the cache is optional; the decisions carry the hashes
+            log.warning("could not cache pHashes: %s", exc)
+        return out
+
+    def _check(self, item: Item) -> Decision:
+        if not has_file(item):
+            return no_file(item)
+        try:
+            data = read_file(item.file_name)
+        except Exception as exc:  # noqa: BLE001 - a missing or unreadable file is a decision
+            return drop("no_file", error=_error(exc), file=item.file_name)
+        if self.params["verify_sha256"] and item.sha256:
+            actual = hashlib.sha256(data).hexdigest()
+            if actual != item.sha256:
+                return drop("file_changed", expected=item.sha256, actual=actual, bytes=len(data))
+        try:
+            with PILImage.open(io.BytesIO(data)) as img:
+                img.load()  # decodes every pixel: truncated and corrupt data raise here
+                details = {"format": img.format, "width": img.width, "height": img.height}
+                if self.params["compute_phash"]:
+                    details["phash"] = phash_of(img)
+        except PILImage.DecompressionBombError as exc:
+            return drop("too_many_pixels", error=_error(exc))
+        except Exception as exc:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError...
+            return drop("undecodable", error=_error(exc), bytes=len(data))
+        return keep("decodes", **details)
+
+
+# --- Duplicates (run-level) -----------------------------------------------------------------------
+
+def _batches(values: list, size: int = 500):
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
+
+
+@register
+class ExactDuplicate(Filter):
+    name = "exact_duplicate"
+    label = "Exact duplicates"
+    description = ("Among identical files (same sha256) keeps the first image (lowest id) and drops the others; "
+                   "with across_collections, an identical image already in another collection counts as the first "
+                   "when its id is lower.")
+    target = "image"
+    run_level = True
+    defaults = {"across_collections": True}
+
+    def apply(self, items):
+        return [keep("hashed", sha256=it.sha256) if it.sha256 else not_applicable("no_sha256") for it in items]
+
+    def decide_run(self, rows):
+        from ..models import Image
+
+        sha_of = {}
+        for row in rows:
+            if row.get("sha256"):
+                sha_of.setdefault(row["image_id"], row["sha256"])
+        first: dict[str, int] = {}
+        for image_id in sorted(sha_of):
+            first.setdefault(sha_of[image_id], image_id)
+        elsewhere: dict[str, tuple[int, int]] = {}  # sha256 -> (image id, collection id) outside the run
+        if self.params["across_collections"] and first:
+            collections = set()
+            for batch in _batches(sorted(sha_of)):
+                collections |= set(Image.objects.filter(pk__in=batch).values_list("collection_id", flat=True))
+            for batch in _batches(sorted(first)):
+                for pk, sha, coll in (Image.objects.filter(sha256__in=batch).exclude(collection_id__in=collections)
+                                      .order_by("pk").values_list("pk", "sha256", "collection_id")):
+                    elsewhere.setdefault(sha, (pk, coll))
+        out = {}
+        for image_id in sorted(sha_of):
+            sha = sha_of[image_id]
+            other = elsewhere.get(sha)
+            if other and other[0] < image_id:
+                out[image_id] = drop("duplicate_of", of=other[0], collection=other[1], sha256=sha)
+            elif first[sha] != image_id:
+                out[image_id] = drop("duplicate_of", of=first[sha], sha256=sha)
+        return out
+
+
+class HashIndex:
+    """Finds a stored hash within ``max_distance`` bits of a query. By the pigeonhole principle two
+    hashes that differ in at most d bits agree exactly on at least one of d + 1 bands, so only
+    hashes sharing a band are compared: near-linear over tens of thousands of images."""
+
+    def __init__(self, bits: int, max_distance: int):
+        self.max_distance = max_distance
+        n_bands = min(max_distance + 1, bits)
+        edges = [round(i * bits / n_bands) for i in range(n_bands + 1)]
+        self.bands = [(lo, (1 << (hi - lo)) - 1) for lo, hi in zip(edges, edges[1:])]
+        self.buckets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def _keys(self, value: int):
+        return [(b, (value >> lo) & mask) for b, (lo, mask) in enumerate(self.bands)]
+
+    def add(self, key: int, value: int) -> None:
+        for k in self._keys(value):
+            self.buckets.setdefault(k, []).append((key, value))
+
+    def nearest(self, value: int) -> tuple[int, int] | None:
+        """(key, distance) of the closest stored hash within max_distance (lowest key on ties)."""
+        best = None
+        for k in self._keys(value):
+            for key, other in self.buckets.get(k, ()):
+                distance = (value ^ other).bit_count()
+                if distance <= self.max_distance and (best is None or (distance, key) < (best[1], best[0])):
+                    best = (key, distance)
+        return best
+
+
+@register
+class NearDuplicate(Filter):
+    name = "near_duplicate"
+    label = "Near duplicates"
+    description = ("Perceptual hash (imagehash pHash): going through the images by id, an image within max_distance "
+                   "bits of an image already kept is dropped as its near duplicate (resized or re-encoded copies).")
+    target = "image"
+    run_level = True
+    defaults = {"max_distance": 4, "hash_size": PHASH_SIZE}
+
+    def _valid(self, value: str | None) -> bool:
+        digits = (self.params["hash_size"] ** 2 + 3) // 4
+        if not value or len(value) != digits:
+            return False
+        try:
+            int(value, 16)
+        except ValueError:
+            return False
+        return True
+
+    def apply(self, items):
+        """Hashes each image (from the cache in Image.phash when it is there); the grouping is run-level."""
+        out, hashed = [], {}
+        for item in items:
+            if not has_file(item):
+                out.append(not_applicable("no_file", status=item.image_status))
+                continue
+            value = item.phash if self._valid(item.phash) else None
+            if value is None:
+                try:
+                    value = phash_file(item.file_name, self.params["hash_size"])
+                except Exception as exc:  # noqa: BLE001
+                    out.append(not_applicable("undecodable", error=_error(exc)))
+                    continue
+                if self.params["hash_size"] == PHASH_SIZE:
+                    hashed[item.image_id] = value
+            out.append(keep("hashed", phash=value))
+        cache_phashes(hashed)
+        return out
+
+    def decide_run(self, rows):
+        from ..models import Image
+
+        hashes: dict[int, str] = {}
+        for row in rows:
+            if self._valid(row.get("phash")):
+                hashes.setdefault(row["image_id"], row["phash"])
+        missing = sorted({row["image_id"] for row in rows} - set(hashes))
+        out: dict[int, Decision] = {}
+        hashed = {}
+        for batch in _batches(missing):  # images no earlier step hashed: hash them now
+            for pk, name, status in Image.objects.filter(pk__in=batch).values_list("pk", "file", "status"):
+                if status != "ready" or not name:
+                    out[pk] = not_applicable("no_file", status=status)
+                    continue
+                try:
+                    hashes[pk] = phash_file(name, self.params["hash_size"])
+                except Exception as exc:  # noqa: BLE001
+                    out[pk] = not_applicable("undecodable", error=_error(exc))
+                    continue
+                if self.params["hash_size"] == PHASH_SIZE:
+                    hashed[pk] = hashes[pk]
+        cache_phashes(hashed)
+        index = HashIndex(self.params["hash_size"] ** 2, self.params["max_distance"])
+        for image_id in sorted(hashes):
+            value = int(hashes[image_id], 16)
+            found = index.nearest(value)
+            if found:
+                out[image_id] = drop("near_duplicate_of", found[1], of=found[0], distance=found[1], phash=hashes[image_id])
+            else:
+                index.add(image_id, value)
+        return out
+
+
+# --- Unsafe content (pluggable) -------------------------------------------------------------------
+
+class UnsafeContentChecker:
+    """The interface of an unsafe-content (pornography, violence...) classifier.
+
+    ``check(items)`` returns one ``(unsafe, score, label)`` per item: ``unsafe`` True or False when
+    the check ran, None when it did not run for that item; ``score`` the classifier's confidence
+    that the image is unsafe, where it has one; ``label`` a short explanation. Implementations
+    read the image from ``item.file_name`` in Django's default storage. Select one with the setting
+    ``CURATION_UNSAFE_CHECKER = "package.module.ClassName"``.
+    """
+
+    name = "base"
+
+    def check(self, items: list[Item]) -> list[tuple[bool | None, float | None, str]]:
+        raise NotImplementedError
+
+
+class NoOpChecker(UnsafeContentChecker):
+    """The default: checks nothing and says so."""
+
+    name = "noop"
+
+    def check(self, items):
+        return [(None, None, "no unsafe-content checker is configured (settings.CURATION_UNSAFE_CHECKER)")] * len(items)
+
+
+def load_checker() -> UnsafeContentChecker:
+    path = getattr(settings, "CURATION_UNSAFE_CHECKER", None)
+    if not path:
+        return NoOpChecker()
+    try:
+        found = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"CURATION_UNSAFE_CHECKER = {path!r} cannot be imported: {exc}") from exc
+    checker = found() if isinstance(found, type) else found
+    if not callable(getattr(checker, "check", None)):
+        raise ImproperlyConfigured(f"CURATION_UNSAFE_CHECKER = {path!r} has no check(items) method")
+    return checker
+
+
+@register
+class UnsafeContent(Filter):
+    name = "unsafe_content"
+    label = "Unsafe content"
+    description = ("Runs the configured unsafe-content checker (settings.CURATION_UNSAFE_CHECKER). The default "
+                   "checker does nothing: every image is marked 'check not run', never silently kept.")
+    target = "image"
+    # max_score: when set, an image whose checker score is at or above it is dropped whatever the verdict.
+    defaults = {"max_score": None}
+
+    def apply(self, items):
+        checker = load_checker()
+        name = getattr(checker, "name", type(checker).__name__)
+        out: list[Decision | None] = [None] * len(items)
+        present = [i for i, item in enumerate(items) if has_file(item)]
+        for i, item in enumerate(items):
+            if not has_file(item):
+                out[i] = not_applicable("no_file", status=item.image_status)
+        try:
+            results = list(checker.check([items[i] for i in present])) if present else []
+            if len(results) != len(present):
+                raise ValueError(f"returned {len(results)} results for {len(present)} images")
+        except Exception as exc:  # noqa: BLE001 - a failing checker is reported per image, not a crash
+            for i in present:
+                out[i] = not_applicable("check_failed", checker=name, error=_error(exc))
+            return out
+        max_score = self.params["max_score"]
+        for i, (unsafe, score, label) in zip(present, results):
+            over = max_score is not None and score is not None and score >= max_score
+            if unsafe is None and not over and (max_score is None or score is None):
+                out[i] = not_applicable("check_not_run", checker=name, note=label)
+            elif unsafe or over:
+                out[i] = drop("unsafe", score, checker=name, label=label)
+            else:
+                out[i] = keep("safe", score, checker=name, label=label)
+        return out

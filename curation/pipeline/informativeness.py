@@ -1,0 +1,420 @@
+"""AVA-Captions (seed 000, Section 3): comment cleaning, the informativeness score, and images left
+without a kept comment.
+
+Three filters, in the order of the "ava-captions" preset:
+
+``comment_clean`` (needs nothing, so it runs before any parsing and spares the parser what it drops)
+    the cleaning of DESIGN.md and the authors' public code. Reasons: ``too_long`` (a guard, not in
+    the paper: more than ``max_chars`` characters), ``wrong_language`` (language identification,
+    ``language`` "" turns it off), ``too_short`` (fewer than ``min_tokens`` words) and ``site_words``
+    (challenge, vote, congrats, ribbon, score, ...: curator-editable). Lower-casing and squeezing
+    letter runs ("woooow" -> "woow") and punctuation runs ("!!!!" -> "!") are pure functions below;
+    the words are counted on the cleaned text. Language identification uses lingua only where the
+    text is in doubt: an ASCII comment whose words are at least ``english_stopword_share`` English
+    stop words is English without asking (most comments), and one too short to keep is not asked
+    about either; the rest go to lingua, restricted to ``candidate_languages`` (all 75 languages
+    make it 10x slower), in one parallel batch per chunk. Lingua saying "don't know" never drops.
+
+``informativeness`` (fits; needs POS)
+    ``fit`` counts, over the whole comment corpus it is given (DESIGN.md: "over the whole comment
+    corpus of the collection"; the executor passes every comment of the collection), the unigram
+    vocabulary (nouns, proper nouns included, since the tagger marks capitalised words such as
+    "Photo Quality" PROPN) and the bigram vocabulary (first word noun/adjective/adverb, second
+    noun/adjective), after removing stop words and punctuation: bigrams are adjacent words of what
+    is left, as the paper's topics show ("space left" from "space on the left"). Words are the
+    tokens' lower-case forms with letter runs squeezed, so the parse of the raw text is used as is
+    (no second parse of a cleaned copy). ``apply`` scores
+    rho = -1/2 [sum_i ln P(u_i) + sum_j ln P(b_j)], P(w) = count(w) / total count of w's vocabulary
+    (natural log; every occurrence counts, as in the product of Eq. 2). An n-gram the fitted corpus
+    never saw counts as ``unseen_count`` occurrences (default 1: as rare as the rarest seen one),
+    which keeps rho finite without changing P for seen n-grams. Kept when
+    ``min_rho`` <= rho <= ``max_rho``; reasons ``uninformative`` (below) and ``too_subjective``
+    (above: the authors' code drops rho > 120), ``unparsed`` for an item without a parse.
+
+``images_without_comments`` (run level, image target)
+    "we remove the images which are left with no informative comments". It decides over image rows
+    that carry ``captions_alive`` (how many of the image's captions no earlier step dropped); an
+    image with none is dropped with ``no_kept_comment``. The executor must put that count in the
+    image rows it passes to run-level image steps; without it the step fails loudly.
+
+The fitted state is plain JSON (see ``state_from_counts``): counts grouped by value (most n-grams
+occur once, so their counts are not repeated), the totals, and a fingerprint that lets every chunk
+reuse the compiled log-probability tables. ``fit_from_texts`` fits from bare texts (a management
+command), ``state_to_bytes``/``state_from_bytes`` save and load it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Iterable
+
+from .base import Decision, Filter, Item, drop, keep
+from .registry import register
+
+STATE_FORMAT = "captionlab.informativeness/1"
+SITE_WORDS = ("challenge", "challenges", "vote", "votes", "voted", "voting", "congrats", "congratulations",
+              "ribbon", "ribbons", "score", "scores", "scored", "dpc", "dpchallenge")
+CANDIDATE_LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "nl", "sv", "pl", "ru", "tr", "ar", "zh", "ja", "ko")
+
+_LETTER_RUN = re.compile(r"([^\W\d_])\1{2,}")
+_PUNCT_RUN = re.compile(r"([^\w\s])\1+")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+# --- Cleaning: pure functions ------------------------------------------------------------------
+
+def lower_case(text: str) -> str:
+    return text.lower()
+
+
+def squeeze_letters(text: str) -> str:
+    """Runs of three or more of the same letter become two: "woooow" -> "woow", "sooo" -> "soo"."""
+    return _LETTER_RUN.sub(r"\1\1", text)
+
+
+def squeeze_punctuation(text: str) -> str:
+    """Runs of the same punctuation mark become one: "!!!!" -> "!", "...." -> "."."""
+    return _PUNCT_RUN.sub(r"\1", text)
+
+
+def clean_comment(text: str) -> str:
+    """Lower-cased, letter and punctuation runs squeezed, whitespace collapsed."""
+    return " ".join(squeeze_punctuation(squeeze_letters(lower_case(text or ""))).split())
+
+
+def comment_words(text: str) -> list[str]:
+    """The words of the cleaned comment (letters and digits, with inner apostrophes)."""
+    return _WORD.findall(clean_comment(text))
+
+
+def site_words_in(words: Iterable[str], site_words: Iterable[str]) -> list[str]:
+    wanted = {w.lower() for w in site_words}
+    return sorted({w for w in words if w in wanted})
+
+
+@lru_cache(maxsize=1)
+def _english_stop_words() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
+def english_stopword_share(words: list[str]) -> float:
+    if not words:
+        return 0.0
+    stop = _english_stop_words()
+    return sum(1 for w in words if w in stop) / len(words)
+
+
+@lru_cache(maxsize=8)
+def _detector(codes: tuple[str, ...]):
+    from lingua import LanguageDetectorBuilder
+
+    return LanguageDetectorBuilder.from_languages(*(_lingua_language(c) for c in codes)).build()
+
+
+def _lingua_language(code: str):
+    from lingua import IsoCode639_1, Language
+
+    try:
+        return Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper()))
+    except (AttributeError, ValueError):
+        raise ValueError(f"unknown ISO 639-1 language code {code!r}") from None
+
+
+def detect_languages(texts: list[str], candidates: Iterable[str]) -> list[str | None]:
+    """ISO 639-1 codes (None where lingua cannot tell), detected in one parallel batch."""
+    if not texts:
+        return []
+    found = _detector(tuple(sorted(set(candidates)))).detect_languages_in_parallel_of(texts)
+    return [lang.iso_code_639_1.name.lower() if lang is not None else None for lang in found]
+
+
+# --- comment_clean -------------------------------------------------------------------------------
+
+@register
+class CommentClean(Filter):
+    name = "comment_clean"
+    version = 1
+    label = "Comment cleaning (AVA-Captions)"
+    description = ("Drops comments in another language, with fewer than min_tokens words, or with "
+                   "site-specific words (challenge, vote, ribbon...), after lower-casing and squeezing runs.")
+    defaults = {
+        "language": "en",  # the corpus language; "" turns language identification off
+        "candidate_languages": list(CANDIDATE_LANGUAGES),  # what lingua chooses among
+        "english_stopword_share": 0.2,  # ASCII texts with this share of English stop words skip lingua
+        "min_tokens": 5,
+        "site_words": list(SITE_WORDS),
+        "max_chars": 10000,  # a guard: the longest AVA-Captions comment has 137 words
+    }
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        language = self.params["language"]
+        if language:
+            _lingua_language(language)
+            for code in self.params["candidate_languages"]:
+                _lingua_language(code)
+        self._candidates = sorted({*self.params["candidate_languages"], language} - {""})
+        self._site_words = {w.lower() for w in self.params["site_words"]}
+
+    def apply(self, items: list[Item]) -> list[Decision]:
+        language, min_tokens = self.params["language"], int(self.params["min_tokens"])
+        results: list[Decision | None] = [None] * len(items)
+        words_of: dict[int, list[str]] = {}
+        in_doubt: list[int] = []
+        for i, item in enumerate(items):
+            text = item.text or ""
+            if len(text) > self.params["max_chars"]:
+                results[i] = drop("too_long", chars=len(text), max_chars=self.params["max_chars"])
+                continue
+            words = comment_words(text)
+            words_of[i] = words
+            if language and not self._surely_target_language(text, words, min_tokens):
+                in_doubt.append(i)
+        detected = dict(zip(in_doubt, detect_languages([items[i].text for i in in_doubt], self._candidates)))
+        for i, words in words_of.items():
+            found = detected.get(i)
+            if found is not None and found != language:
+                results[i] = drop("wrong_language", detected=found, expected=language)
+            elif len(words) < min_tokens:
+                results[i] = drop("too_short", tokens=len(words), min_tokens=min_tokens)
+            elif hits := sorted({w for w in words if w in self._site_words}):
+                results[i] = drop("site_words", words=hits)
+            else:
+                results[i] = keep(tokens=len(words), **({"language": found} if found else {}))
+        return results
+
+    def _surely_target_language(self, text: str, words: list[str], min_tokens: int) -> bool:
+        if not text.isascii():
+            return False
+        if len(words) < min_tokens:
+            return True  # dropped as too short whatever its language: do not pay lingua for it
+        return self.params["language"] == "en" and english_stopword_share(words) >= self.params["english_stopword_share"]
+
+
+# --- N-grams from a parse ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _attrs():
+    from spacy.attrs import IS_PUNCT, IS_SPACE, IS_STOP, LOWER, POS
+    from spacy.symbols import ADJ, ADV, NOUN, PROPN
+
+    return {"columns": [LOWER, POS, IS_STOP, IS_PUNCT, IS_SPACE], "unigram": frozenset({NOUN, PROPN}),
+            "first": frozenset({NOUN, PROPN, ADJ, ADV}), "second": frozenset({NOUN, PROPN, ADJ})}
+
+
+_WORD_OF_HASH: dict[int, str] = {}  # lower-case form's hash -> squeezed word (hashes are global in spaCy)
+
+
+def _word(lower_hash: int, strings) -> str:
+    word = _WORD_OF_HASH.get(lower_hash)
+    if word is None:
+        if len(_WORD_OF_HASH) > 2_000_000:
+            _WORD_OF_HASH.clear()
+        word = _WORD_OF_HASH[lower_hash] = squeeze_letters(strings[lower_hash])
+    return word
+
+
+def ngrams(doc) -> tuple[list[str], list[str]]:
+    """The comment's unigrams (nouns) and bigrams ("descriptor-object" pairs, "w1 w2"), in order,
+    after stop words and punctuation are removed. Reads token attributes as one array: no Token
+    objects are made."""
+    a = _attrs()
+    strings = doc.vocab.strings
+    words, tags = [], []
+    for lower, pos, stop, punct, space in doc.to_array(a["columns"]).tolist():
+        if not (stop or punct or space):
+            words.append(_word(lower, strings))
+            tags.append(pos)
+    unigram, first, second = a["unigram"], a["first"], a["second"]
+    unigrams = [w for w, t in zip(words, tags) if t in unigram]
+    bigrams = [f"{words[i]} {words[i + 1]}" for i in range(len(words) - 1)
+               if tags[i] in first and tags[i + 1] in second]
+    return unigrams, bigrams
+
+
+# --- Fitted statistics: the state ---------------------------------------------------------------------
+
+def _grouped(counts: Counter) -> dict[str, list[str]]:
+    groups: dict[int, list[str]] = {}
+    for word, count in counts.items():
+        groups.setdefault(count, []).append(word)
+    return {str(c): sorted(groups[c]) for c in sorted(groups, reverse=True)}
+
+
+def _ungrouped(groups: dict[str, list[str]]) -> Counter:
+    return Counter({word: int(count) for count, words in groups.items() for word in words})
+
+
+def state_from_counts(unigrams: Counter, bigrams: Counter, *, comments: int) -> dict:
+    """The JSON state: {"format", "unigrams": {count: [words]}, "bigrams": {count: ["w1 w2"]},
+    "unigram_total", "bigram_total", "comments", "fingerprint"}."""
+    body = {"unigrams": _grouped(unigrams), "bigrams": _grouped(bigrams)}
+    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return {"format": STATE_FORMAT, **body, "unigram_total": sum(unigrams.values()),
+            "bigram_total": sum(bigrams.values()), "comments": comments, "fingerprint": fingerprint}
+
+
+def counts_from_state(state: dict) -> tuple[Counter, Counter]:
+    _check_state(state)
+    return _ungrouped(state["unigrams"]), _ungrouped(state["bigrams"])
+
+
+def state_to_bytes(state: dict) -> bytes:
+    """The bytes of the artifact file (the executor's ``save_artifact`` writes the same JSON)."""
+    return json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
+
+
+def state_from_bytes(data: bytes) -> dict:
+    state = json.loads(data)
+    _check_state(state)
+    return state
+
+
+def _check_state(state) -> None:
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"not informativeness statistics (format {found!r}, expected {STATE_FORMAT!r})")
+
+
+def fit_docs(docs: Iterable) -> dict:
+    unigrams, bigrams, comments = Counter(), Counter(), 0
+    for doc in docs:
+        comments += 1
+        if doc is None:
+            continue
+        u, b = ngrams(doc)
+        unigrams.update(u)
+        bigrams.update(b)
+    return state_from_counts(unigrams, bigrams, comments=comments)
+
+
+def fit_from_texts(texts: Iterable[str], *, batch_size: int = 256) -> dict:
+    """Fit from bare comment texts (each distinct text parsed once, counted as often as it occurs)."""
+    from . import nlp
+
+    texts = list(texts)
+    docs = nlp.parse_unique(texts, Informativeness.needs, batch_size=batch_size)
+    return fit_docs(docs[t] for t in texts)
+
+
+class Scorer:
+    """Log-probabilities compiled from a state; shared by every filter built on the same statistics."""
+
+    def __init__(self, state: dict, unseen_count: float):
+        unigrams, bigrams = counts_from_state(state)
+        self.unigram_total, self.bigram_total = state["unigram_total"], state["bigram_total"]
+        self.log_u = self._logs(unigrams, self.unigram_total)
+        self.log_b = self._logs(bigrams, self.bigram_total)
+        self.unseen_u = math.log(unseen_count / max(self.unigram_total, unseen_count))
+        self.unseen_b = math.log(unseen_count / max(self.bigram_total, unseen_count))
+
+    @staticmethod
+    def _logs(counts: Counter, total: int) -> dict[str, float]:
+        log_total = math.log(total) if total else 0.0
+        return {w: math.log(c) - log_total for w, c in counts.items()}
+
+    def rho(self, unigrams: list[str], bigrams: list[str]) -> float:
+        log_u, log_b, unseen_u, unseen_b = self.log_u, self.log_b, self.unseen_u, self.unseen_b
+        total = sum(log_u.get(u, unseen_u) for u in unigrams) + sum(log_b.get(b, unseen_b) for b in bigrams)
+        return -0.5 * total
+
+
+_SCORERS: dict[tuple[str, float], Scorer] = {}
+
+
+def scorer_for(state: dict, unseen_count: float = 1.0) -> Scorer:
+    """The compiled scorer for a state, built once per process per fingerprint (every chunk of a run
+    gets the state afresh; compiling it again each time would cost more than scoring)."""
+    _check_state(state)
+    key = (state.get("fingerprint") or "", float(unseen_count))
+    found = _SCORERS.get(key) if key[0] else None
+    if found is None:
+        found = Scorer(state, float(unseen_count))
+        if key[0]:
+            if len(_SCORERS) >= 4:
+                _SCORERS.pop(next(iter(_SCORERS)))
+            _SCORERS[key] = found
+    return found
+
+
+# --- informativeness ---------------------------------------------------------------------------------
+
+@register
+class Informativeness(Filter):
+    name = "informativeness"
+    version = 1
+    label = "Informativeness (AVA-Captions)"
+    description = ("rho = -1/2 [sum log P(unigram) + sum log P(bigram)] over the collection's noun unigrams "
+                   "and descriptor-object bigrams; keeps min_rho <= rho <= max_rho.")
+    needs = frozenset({"pos"})
+    fits = True
+    defaults = {
+        "min_rho": 20.0,  # the paper's threshold
+        "max_rho": 120.0,  # the authors' code: higher is too subjective; None turns it off
+        "unseen_count": 1.0,  # an n-gram the fitted corpus never saw counts as this many occurrences
+        "max_details": 40,  # n-grams listed per decision
+    }
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        if not float(self.params["unseen_count"]) > 0:
+            raise ValueError("informativeness: unseen_count must be > 0")
+        if state is not None:
+            _check_state(state)
+
+    def fit(self, items: list[Item]) -> dict:
+        return fit_docs(item.doc for item in items)
+
+    def apply(self, items: list[Item]) -> list[Decision]:
+        if self.state is None:
+            raise ValueError("informativeness has no fitted statistics: fit it on the collection first")
+        scorer = scorer_for(self.state, self.params["unseen_count"])
+        low, high = self.params["min_rho"], self.params["max_rho"]
+        limit = int(self.params["max_details"])
+        out = []
+        for item in items:
+            if item.doc is None:
+                out.append(drop("unparsed"))
+                continue
+            unigrams, bigrams = ngrams(item.doc)
+            rho = round(scorer.rho(unigrams, bigrams), 4)
+            details = {"unigrams": unigrams[:limit], "bigrams": bigrams[:limit]}
+            if low is not None and rho < low:
+                out.append(drop("uninformative", rho, **details))
+            elif high is not None and rho > high:
+                out.append(drop("too_subjective", rho, **details))
+            else:
+                out.append(keep("", rho, **details))
+        return out
+
+
+# --- images_without_comments -------------------------------------------------------------------------
+
+@register
+class ImagesWithoutComments(Filter):
+    name = "images_without_comments"
+    version = 1
+    label = "Images left without comments"
+    description = "Drops images none of whose comments survived the earlier steps (seed 000, Section 3)."
+    target = "image"
+    run_level = True
+    defaults = {}
+
+    def apply(self, items: list[Item]) -> list[Decision]:  # run level only: nothing to decide per chunk
+        return [keep() for _ in items]
+
+    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
+        decisions = {}
+        for row in rows:
+            if "captions_alive" not in row:
+                raise ValueError("images_without_comments needs 'captions_alive' (captions not dropped by "
+                                 "earlier steps) in each image row passed to decide_run")
+            if not row["captions_alive"]:
+                decisions[row["image_id"]] = drop("no_kept_comment")
+        return decisions

@@ -1,0 +1,169 @@
+"""The settings profiles, each loaded in a fresh process with a clean environment.
+
+* production: `check --deploy` reports nothing with a strong key; no SECRET_KEY (or no
+  ALLOWED_HOSTS) refuses to start with a message that names it;
+* development (the default): SQLite in CAPTIONLAB_VAR_DIR and Celery eager with no DATABASE_URL /
+  REDIS_URL; PostgreSQL and a broker when they are given.
+"""
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DUMP = """
+import json, django
+django.setup()
+from django.conf import settings as s
+db = s.DATABASES["default"]
+print("JSON" + json.dumps({
+    "profile": s.PROFILE, "debug": s.DEBUG, "engine": db["ENGINE"], "name": str(db["NAME"]),
+    "host": db.get("HOST", ""), "eager": s.CELERY_TASK_ALWAYS_EAGER, "broker": s.CELERY_BROKER_URL,
+    "backend": s.CELERY_RESULT_BACKEND, "secret_key": s.SECRET_KEY, "storage": s.STORAGES["default"]["BACKEND"],
+    "allowed_hosts": s.ALLOWED_HOSTS, "nosniff": s.SECURE_CONTENT_TYPE_NOSNIFF,
+}))
+"""
+
+
+@pytest.fixture
+def clean_env(tmp_path):
+    """Only what a process needs to start: no DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG..."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DJANGO_SETTINGS_MODULE": "captionlab.settings",
+        "CAPTIONLAB_VAR_DIR": str(tmp_path / "var"),
+    }
+
+
+@pytest.fixture
+def production_env(clean_env):
+    return {
+        **clean_env,
+        "CAPTIONLAB_PROFILE": "production",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "example.org",
+    }
+
+
+def run(args, env, timeout=120):
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def manage(env, *args):
+    return run([sys.executable, "manage.py", *args], env)
+
+
+def load_settings(env) -> dict:
+    proc = run([sys.executable, "-c", DUMP], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("JSON"))
+    return json.loads(line[4:])
+
+
+# --- Production -----------------------------------------------------------------------------------
+
+def test_production_check_deploy_reports_nothing(production_env):
+    assert "DEBUG" not in production_env
+    proc = manage(production_env, "check", "--deploy", "--fail-level", "WARNING")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert "System check identified no issues" in output, output
+    assert "WARNINGS" not in output and "ERRORS" not in output
+
+
+def test_production_refuses_to_start_without_secret_key(production_env):
+    del production_env["SECRET_KEY"]
+    proc = manage(production_env, "check")
+    assert proc.returncode != 0
+    assert "ImproperlyConfigured" in proc.stderr
+    assert "SECRET_KEY is not set" in proc.stderr
+
+
+def test_production_refuses_an_empty_secret_key(production_env):
+    production_env["SECRET_KEY"] = ""
+    proc = manage(production_env, "check")
+    assert proc.returncode != 0 and "SECRET_KEY" in proc.stderr
+
+
+def test_production_refuses_to_start_without_allowed_hosts(production_env):
+    del production_env["ALLOWED_HOSTS"]
+    proc = manage(production_env, "check")
+    assert proc.returncode != 0
+    assert "ALLOWED_HOSTS" in proc.stderr
+
+
+def test_production_check_deploy_catches_a_weak_key_and_debug(production_env):
+    # The check itself works: a short key and DEBUG on are both reported.
+    weak = manage({**production_env, "SECRET_KEY": "too-short"}, "check", "--deploy", "--fail-level", "WARNING")
+    assert weak.returncode != 0 and "security.W009" in weak.stdout + weak.stderr
+    debug = manage({**production_env, "DEBUG": "true"}, "check", "--deploy", "--fail-level", "WARNING")
+    assert debug.returncode != 0 and "security.W018" in debug.stdout + debug.stderr
+
+
+def test_production_settings(production_env):
+    values = load_settings(production_env)
+    assert values["profile"] == "production"
+    assert values["debug"] is False
+    assert values["secret_key"] == production_env["SECRET_KEY"]
+    assert values["allowed_hosts"] == ["example.org"]
+    assert values["nosniff"] is True
+
+
+def test_unknown_profile_is_refused(clean_env):
+    proc = manage({**clean_env, "CAPTIONLAB_PROFILE": "prod"}, "check")
+    assert proc.returncode != 0 and "CAPTIONLAB_PROFILE" in proc.stderr
+
+
+# --- Development: the embedded default, and the real services ----------------------------------
+
+def test_default_is_sqlite_and_eager_celery(clean_env, tmp_path):
+    values = load_settings(clean_env)
+    assert values["profile"] == "development"
+    assert values["debug"] is True
+    assert values["engine"] == "django.db.backends.sqlite3"
+    assert Path(values["name"]) == tmp_path / "var" / "db.sqlite3"
+    assert values["eager"] is True
+    assert values["broker"].startswith("memory://")
+    assert values["backend"] is None
+    assert values["storage"] == "django.core.files.storage.FileSystemStorage"
+
+
+def test_development_key_is_random_per_checkout_and_stable(clean_env, tmp_path):
+    first = load_settings(clean_env)["secret_key"]
+    key_file = tmp_path / "var" / "dev-secret-key"
+    assert key_file.read_text().strip() == first and len(first) >= 50
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    assert load_settings(clean_env)["secret_key"] == first
+    other = {**clean_env, "CAPTIONLAB_VAR_DIR": str(tmp_path / "other-var")}
+    assert load_settings(other)["secret_key"] != first
+
+
+def test_database_url_selects_postgresql(clean_env):
+    env = {**clean_env, "DATABASE_URL": "postgres://captionlab:pw@db.example.org:5432/captionlab"}
+    values = load_settings(env)
+    assert values["engine"] == "django.db.backends.postgresql"
+    assert values["name"] == "captionlab"
+    assert values["host"] == "db.example.org"
+    assert values["eager"] is True  # still no REDIS_URL
+
+
+def test_redis_url_turns_off_eager_mode(clean_env):
+    env = {**clean_env, "REDIS_URL": "redis://redis.example.org:6379/0"}
+    values = load_settings(env)
+    assert values["eager"] is False
+    assert values["broker"] == values["backend"] == "redis://redis.example.org:6379/0"
+
+
+def test_storage_backend_s3_and_unknown(clean_env):
+    values = load_settings({**clean_env, "STORAGE_BACKEND": "s3", "AWS_STORAGE_BUCKET_NAME": "captions"})
+    assert values["storage"] == "storages.backends.s3.S3Storage"
+    proc = manage({**clean_env, "STORAGE_BACKEND": "ftp"}, "check")
+    assert proc.returncode != 0 and "STORAGE_BACKEND" in proc.stderr
