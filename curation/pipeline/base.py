@@ -66,6 +66,9 @@ class Filter:
     run_level: ClassVar[bool] = False
     # Filters that need corpus statistics fitted before the run.
     fits: ClassVar[bool] = False
+    # The decision depends on the text alone (not the image, labels or language field): the
+    # executor then applies the filter once per distinct text and shares the decision.
+    text_only: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None, state: Any = None):
         unknown = set(params or {}) - set(self.defaults)

@@ -177,7 +177,7 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
         if not targets:
             continue
         try:
-            results = flt.apply(targets)
+            results = _apply(flt, targets)
         except Exception as exc:  # one filter's bug must not lose the chunk: it fails with a reason
             raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
         if len(results) != len(targets):
@@ -216,6 +216,28 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
             for caption_id, found in seeds.items():
                 save_seeds(run, caption_id, found)
     return len(images) + len(captions)
+
+
+def _apply(flt: Filter, targets: list[Item]) -> list[Decision]:
+    """``flt.apply``, once per distinct text when the filter says its decision depends on the text
+    alone (identical alt-texts are common on the web); what it noted on an item is shared too."""
+    if not (flt.text_only and flt.target != "image"):
+        return flt.apply(targets)
+    first: dict[str, Item] = {}
+    for item in targets:
+        first.setdefault(item.text, item)
+    if len(first) == len(targets):
+        return flt.apply(targets)
+    representatives = list(first.values())
+    decided = dict(zip((it.text for it in representatives), flt.apply(representatives)))
+    out = []
+    for item in targets:
+        rep = first[item.text]
+        if rep is not item:
+            item.removed_spans = list(rep.removed_spans)
+            item.entity_types = list(rep.entity_types)
+        out.append(decided[item.text])
+    return out
 
 
 def _decision_row(run, position, step, item: Item, decision: Decision, before: str) -> FilterDecision:

@@ -1,0 +1,263 @@
+"""Filter pipeline benchmark: database rows in, decisions out, against raw spaCy ``nlp.pipe``.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/filters.py
+
+Scenarios (each in fresh child processes; spaCy is loaded before timing starts in both):
+  cc-distinct   the conceptual-captions TEXT steps over N distinct alt-text captions
+  cc-dup30      the same with 30% exact duplicate texts (normal in web alt-text)
+  cc-2workers   cc-distinct with two worker processes taking alternate chunks
+  ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
+  ava-2workers  the same with two worker processes
+The baseline of each is raw ``nlp.pipe`` over the same texts with the same spaCy components, timed
+in a child process of its own. Prints rates, ratios and each process's peak RSS (VmHWM).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CC_TEXT_STEPS = [
+    "boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
+    "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity",
+]
+AVA_STEPS = ["comment_clean", "informativeness"]
+
+PEOPLE = ["Harrison Ford", "Meryl Streep", "Justin Timberlake", "a young woman", "an old man", "the mayor",
+          "Tom Hanks", "a street musician", "two children", "a police officer", "Serena Williams", "a farmer"]
+VERBS = ["attends", "walks along", "performs at", "sits on", "stands next to", "arrives at", "looks at",
+         "plays near", "waits outside", "paints", "photographs", "leaves"]
+OBJECTS = ["the premiere of the film", "a wooden bench", "the old castle", "a red car", "the festival stage",
+           "the harbour", "a crowded market", "the museum entrance", "a snowy mountain", "the city hall",
+           "a vintage airplane", "the river bank", "a small cafe", "the train station"]
+PLACES = ["in Paris", "in Deauville, France", "in Franklin, Tennessee", "in Auckland", "near Boston",
+          "in Balakot, Pakistan", "at the beach", "in the park", "in Los Angeles", ""]
+DATES = ["on September 23, 2017", "on 6 April 2010", "in July 2007", "", "", "during the summer"]
+BOILER = ["stock photo ", "", "", "", "", "", "", "", "", ""]
+COMMENT_BITS = ["great shot", "nice colors", "love the light", "the composition works well", "too dark for me",
+                "the rusty tractor against the golden wheat field", "sharp focus on the eyes",
+                "the blue door contrasts with the white wall", "wonderful mood", "maybe crop the left side",
+                "the reflection in the puddle is clever", "nice texture on the old wood", "congrats on the ribbon",
+                "the sky is a bit blown out", "lovely soft bokeh behind the flower", "well done"]
+
+
+def make_captions(n: int, dup_rate: float, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    distinct = int(n * (1 - dup_rate))
+    texts: list[str] = []
+    seen = set()
+    while len(texts) < distinct:
+        text = " ".join(p for p in (
+            rng.choice(BOILER) + rng.choice(PEOPLE), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(PLACES),
+            rng.choice(DATES)) if p).strip() + rng.choice([".", "", "."])
+        text = text[0].upper() + text[1:]
+        text = f"{text} ({len(texts)})" if text in seen else text
+        seen.add(text)
+        texts.append(text)
+    while len(texts) < n:
+        texts.append(rng.choice(texts[:distinct]))
+    rng.shuffle(texts)
+    return texts
+
+
+def make_comments(n: int, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        parts = rng.sample(COMMENT_BITS, rng.randint(1, 3))
+        out.append(", ".join(parts).capitalize() + rng.choice(["!", ".", "", " :)"]) + f" #{i}" * (i % 3 == 0))
+    return out
+
+
+# --- Child processes ------------------------------------------------------------------------------
+
+def _setup_django():
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    import django
+
+    django.setup()
+
+
+def _peak_mib() -> float:
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+
+
+def child_raw(args):
+    _setup_django()
+    from curation.pipeline import nlp, registry
+
+    texts = json.loads(Path(args.texts).read_text())
+    needs = frozenset().union(*(registry.get(name).needs for name in args.steps.split(",")))
+    model = nlp.load(needs)
+    list(model.pipe(texts[:200]))  # warm up
+    start = time.perf_counter()
+    for _ in model.pipe(texts, batch_size=256):
+        pass
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"seconds": elapsed, "items": len(texts), "components": model.pipe_names, "peak_mib": _peak_mib()}))
+
+
+def child_pipeline(args):
+    _setup_django()
+    from curation.models import FilterRun, RunChunk
+    from curation.pipeline import executor, nlp, registry
+
+    run = FilterRun.objects.get(pk=args.run)
+    needs = frozenset().union(*(registry.get(step["filter"]).needs for step in run.snapshot))
+    nlp.load(needs)
+    for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
+        if hasattr(flt, "warm"):
+            flt.warm()
+    indexes = [i for i in RunChunk.objects.filter(run=run).order_by("index").values_list("index", flat=True)
+               if i % args.workers == args.worker]
+    start = time.perf_counter()
+    for index in indexes:
+        executor.run_chunk(run.pk, index)
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"seconds": elapsed, "chunks": len(indexes), "peak_mib": _peak_mib()}))
+
+
+# --- The parent -------------------------------------------------------------------------------------
+
+def _child(kind: str, env: dict, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--child", kind, *extra], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"child failed:\n{err[-4000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _prepare_run(texts: list[str], steps: list[str], name: str, env: dict, fit_texts: list[str] | None = None) -> int:
+    """Create the collection (one image per text), the pipeline and the run; return the run id."""
+    _setup_django()
+    from curation.models import Caption, Collection, Image, Pipeline, text_hash
+    from curation.pipeline import executor
+    from curation.services import run_create
+
+    collection = Collection.objects.create(name=f"{name}-{time.time_ns()}")
+    images = Image.objects.bulk_create([Image(collection=collection, external_id=str(i), status="missing")
+                                        for i in range(len(texts))], batch_size=5000)
+    Caption.objects.bulk_create([Caption(image=img, text=t, text_hash=text_hash(t), origin="alt_text", source="bench")
+                                 for img, t in zip(images, texts)], batch_size=5000)
+    pipeline_steps = [{"filter": s} for s in steps]
+    pipeline = Pipeline.objects.create(name=f"{name}-{time.time_ns()}", steps=pipeline_steps)
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    if fit_texts is not None:  # fit once on a separate corpus: the artifact is reused, as in production
+        from curation.pipeline import registry
+        from curation.pipeline.nlp import items_for_texts
+
+        artifacts = {}
+        for position, step in enumerate(run.snapshot):
+            cls = registry.get(step["filter"])
+            if cls.fits:
+                state = cls(step["params"]).fit(items_for_texts(fit_texts, cls.needs))
+                artifacts[str(position)] = executor.save_artifact(cls.name, state, params=step["params"]).pk
+        run.artifacts = artifacts
+        run.save(update_fields=["artifacts"])
+    executor.start(run.pk, enqueue=lambda *a: None)
+    return run.pk
+
+
+def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=None):
+    texts_file = tmp / f"{name}.json"
+    texts_file.write_text(json.dumps(texts))
+    raw = _result(_child("raw", env, "--texts", str(texts_file), "--steps", ",".join(steps)))
+    rows = []
+    for workers in workers_list:
+        run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
+        procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w))
+                 for w in range(workers)]
+        results = [_result(p) for p in procs]
+        wall = max(r["seconds"] for r in results)
+        rows.append((workers, len(texts) / wall, max(r["peak_mib"] for r in results), run_id))
+    raw_rate = raw["items"] / raw["seconds"]
+    return raw_rate, raw, rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--captions", type=int, default=20_000)
+    parser.add_argument("--comments", type=int, default=100_000)
+    parser.add_argument("--only", choices=["cc", "ava"], help="run one family of scenarios")
+    args = parser.parse_args()
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith(("postgres://", "postgresql://")):
+        print("DATABASE_URL must point to PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/postgres")
+        return 2
+    import tempfile
+
+    import psycopg
+
+    parts = urlsplit(base)
+    bench_db = "captionlab_bench_filters"
+    admin = urlunsplit(parts._replace(scheme="postgresql"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {bench_db} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {bench_db}")
+    os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{bench_db}"))
+    os.environ.pop("REDIS_URL", None)
+    os.environ["LOG_LEVEL"] = "WARNING"
+    env = dict(os.environ)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    from curation.models import FilterRun  # noqa: F401  (after migrate: django set up by _prepare_run)
+
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if args.only in (None, "cc"):
+            for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
+                texts = make_captions(args.captions, dup)
+                workers = (1, 2) if dup == 0.0 else (1,)
+                raw_rate, raw, rows = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers)
+                for w, rate, peak, run_id in rows:
+                    lines.append((f"{name} ({w} worker{'s' if w > 1 else ''})", len(texts), rate, raw_rate,
+                                  peak, raw["peak_mib"]))
+        if args.only in (None, "ava"):
+            comments = make_comments(args.comments)
+            fit = make_comments(5000, seed=99)
+            raw_rate, raw, rows = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit)
+            for w, rate, peak, run_id in rows:
+                lines.append((f"ava informativeness ({w} worker{'s' if w > 1 else ''})", len(comments), rate,
+                              raw_rate, peak, raw["peak_mib"]))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {bench_db} WITH (FORCE)")
+    print(f"\n{'scenario':<36} {'items':>7} {'pipeline/s':>11} {'nlp.pipe/s':>11} {'ratio':>6} "
+          f"{'peak RSS pipeline':>18} {'peak RSS nlp.pipe':>18}")
+    for label, n, rate, raw_rate, peak, raw_peak in lines:
+        print(f"{label:<36} {n:>7} {rate:>11,.0f} {raw_rate:>11,.0f} {rate / raw_rate:>6.2f} "
+              f"{peak:>14.0f} MiB {raw_peak:>14.0f} MiB")
+    by = {label.split(" (")[0] + (" 2w" if "2 workers" in label else ""): rate for label, _, rate, *_ in lines}
+    if "cc-distinct" in by and "cc-distinct 2w" in by:
+        print(f"cc: two workers / one worker = {by['cc-distinct 2w'] / by['cc-distinct']:.2f}x (target >= 1.7)")
+    if "ava informativeness" in by and "ava informativeness 2w" in by:
+        print(f"ava: two workers / one worker = {by['ava informativeness 2w'] / by['ava informativeness']:.2f}x (target >= 1.7)")
+    print("targets: cc-distinct ratio >= 0.85; cc-dup30 ratio >= 1.3; ava ratio >= 0.85")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        kind = sys.argv[2]
+        p = argparse.ArgumentParser()
+        p.add_argument("--texts")
+        p.add_argument("--steps")
+        p.add_argument("--run", type=int)
+        p.add_argument("--workers", type=int, default=1)
+        p.add_argument("--worker", type=int, default=0)
+        a = p.parse_args(sys.argv[3:])
+        {"raw": child_raw, "pipeline": child_pipeline}[kind](a)
+    else:
+        sys.exit(main())
