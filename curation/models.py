@@ -146,7 +146,8 @@ class Image(models.Model):
         MISSING = "missing", "No file yet"
 
     # Formats the platform verifies, stores and serves inline.
-    FORMATS = {"JPEG": ("jpg", "image/jpeg"), "PNG": ("png", "image/png"),
+    # MPO is what Pillow calls a multi-picture camera JPEG: a JPEG file to every browser.
+    FORMATS = {"JPEG": ("jpg", "image/jpeg"), "MPO": ("jpg", "image/jpeg"), "PNG": ("png", "image/png"),
                "WEBP": ("webp", "image/webp"), "GIF": ("gif", "image/gif"),
                "BMP": ("bmp", "image/bmp"), "TIFF": ("tif", "image/tiff")}
 

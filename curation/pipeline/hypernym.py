@@ -110,6 +110,8 @@ COMMA_LIKE = frozenset([",", ";", ":", "-", "\u2013", "\u2014", "--", "|", "/"])
 FINAL = frozenset([".", "!", "?"])
 MODIFIER_DEPS = frozenset(["compound", "amod", "nmod", "nummod", "npadvmod", "quantmod"])
 NUMERIC_ENTS = frozenset(["CARDINAL", "QUANTITY", "PERCENT", "MONEY"])
+TITLE_FUNCTION_WORDS = frozenset(["the", "a", "an", "of", "and", "in", "on", "to", "for", "at", "with", "from", "'s", "s"])
+CONTENT_POS = frozenset(["NOUN", "VERB", "ADJ", "ADV"])
 ARGUMENT_DEPS = frozenset(["nsubj", "nsubjpass", "dobj", "pobj", "ROOT", "attr", "dative", "oprd"])
 IRREGULAR_PLURALS = {"person": "people", "man": "men", "woman": "women", "child": "children",
                      "people": "people", "foot": "feet", "mouse": "mice", "goose": "geese"}
@@ -175,13 +177,29 @@ class Unit:
         return self.token is not None and (self.token.is_punct or self.token.is_space)
 
 
+class Prepared:
+    """A filter's parameters in the shapes the rewrite looks them up in (built once per filter)."""
+
+    def __init__(self, params: dict):
+        self.entity_words = {k.lower(): v for k, v in (params["entity_words"] or {}).items()}
+        self.head_words = {k.lower(): v for k, v in (params["head_words"] or {}).items()}
+        self.hypernyms = params["hypernyms"] or {}
+        self.location_labels = frozenset(params["location_labels"])
+        self.pp_labels = frozenset(params["drop_pp_labels"])
+        self.location_preps = frozenset(w.lower() for w in params["location_prepositions"])
+        self.units = frozenset(w.lower() for w in params["units"])
+        self.kept_time_words = frozenset(w.lower() for w in params["kept_time_words"])
+
+
 class Rewrite:
     """The hypernymization of one parsed caption. ``run()`` fills ``text``, ``steps``,
     ``entity_types``, ``removed`` (token ids) and ``replaced`` (mentions replaced)."""
 
-    def __init__(self, doc, params: dict):
+    def __init__(self, doc, params: dict, prepared: "Prepared | None" = None):
         self.doc = doc
+        self.tk = list(doc)  # tokens made once: indexing a Doc builds a new Token each time
         self.p = params
+        self.c = prepared or Prepared(params)
         self.removed: set[int] = set()
         self.location_removed: set[int] = set()
         self.replacements: dict[int, tuple[int, str, str, tuple]] = {}  # start -> (end, text, type, mentions)
@@ -191,12 +209,9 @@ class Rewrite:
         self.entity_types: list[str] = []
         self.text = ""
         self.words = 0
+        self.content_words = 0  # nouns, verbs, adjectives, adverbs of the original still there
 
     # -- helpers ---------------------------------------------------------------------------------
-    def span_text(self, ids) -> str:
-        ids = sorted(ids)
-        return self.doc[ids[0]:ids[-1] + 1].text if ids else ""
-
     def remove(self, ids, what: str | None = None, *, location: bool = False) -> None:
         ids = [i for i in ids if i not in self.removed]
         if not ids:
@@ -205,7 +220,7 @@ class Rewrite:
         if location:
             self.location_removed.update(ids)
         if what:
-            shown = " ".join(self.doc[i].text for i in sorted(ids) if not self.doc[i].is_punct or self.doc[i].text in "%&")
+            shown = " ".join(self.tk[i].text for i in sorted(ids) if not self.tk[i].is_punct or self.tk[i].text in "%&")
             self.steps.append((min(ids), f'{what} "{shown}" dropped'))
 
     @staticmethod
@@ -213,23 +228,35 @@ class Rewrite:
         return [t.i for t in token.subtree]
 
     # -- mentions ----------------------------------------------------------------------------------
+    def quote_pairs(self) -> list[tuple[int, int]]:
+        quotes = [t.i for t in self.tk if t.text in QUOTES and t.is_punct and t.tag_ != "POS"]
+        return list(zip(quotes[0::2], quotes[1::2]))
+
     def find_mentions(self) -> list[Mention]:
         doc = self.doc
         mentions: list[Mention] = []
         taken: set[int] = set()
+        # A quoted run of capitalised words is a title: 'Hollywood Homicide', 'Ocean's Eleven'.
+        for a, b in self.quote_pairs():
+            inside = self.tk[a + 1:b]
+            words = [t for t in inside if t.is_alpha]
+            if (0 < len(inside) <= 10 and words and any(t.pos_ == "PROPN" for t in inside)
+                    and all(t.is_title or t.is_upper or t.lower_ in TITLE_FUNCTION_WORDS for t in words)):
+                mentions.append(Mention(a + 1, b, "WORK_OF_ART", doc[a + 1:b].text, quoted=True))
+                taken.update(range(a + 1, b))
         for ent in doc.ents:
-            if ent.label_ not in NAME_LABELS:
+            if ent.label_ not in NAME_LABELS or any(i in taken for i in range(ent.start, ent.end)):
                 continue
             start, end = ent.start, ent.end
-            while start < end and (doc[start].text in QUOTES or doc[start].dep_ in ("det", "predet")):
+            while start < end and (self.tk[start].text in QUOTES or self.tk[start].dep_ in ("det", "predet")):
                 start += 1
-            while end > start and (doc[end - 1].text in QUOTES or doc[end - 1].dep_ == "case" or doc[end - 1].is_punct):
+            while end > start and (self.tk[end - 1].is_punct or self.tk[end - 1].dep_ == "case"):
                 end -= 1
             if start >= end:
                 continue
             m = Mention(start, end, ent.label_, doc[start:end].text)
             # A common-noun title written before a person's name: "Musician Justin Timberlake".
-            t = doc[start - 1] if start > 0 else None
+            t = self.tk[start - 1] if start > 0 else None
             if (ent.label_ == "PERSON" and t is not None and t.i not in taken and t.ent_type_ == ""
                     and t.is_alpha and len(t.text) >= 3 and t.lower_ not in HONORIFICS
                     and t.dep_ in ("compound", "amod", "nmod") and start <= t.head.i < end):
@@ -239,9 +266,9 @@ class Rewrite:
         # Proper-noun runs the entity recogniser missed ("Cannes Film Festival"): no label yet.
         i = 0
         while i < len(doc):
-            if doc[i].pos_ == "PROPN" and i not in taken and not doc[i].ent_type_:
+            if self.tk[i].pos_ == "PROPN" and i not in taken and not self.tk[i].ent_type_:
                 j = i
-                while j < len(doc) and doc[j].pos_ == "PROPN" and j not in taken and not doc[j].ent_type_:
+                while j < len(doc) and self.tk[j].pos_ == "PROPN" and j not in taken and not self.tk[j].ent_type_:
                     j += 1
                 mentions.append(Mention(i, j, None, doc[i:j].text))
                 taken.update(range(i, j))
@@ -251,27 +278,29 @@ class Rewrite:
         mentions.sort(key=lambda m: m.start)
         for m in mentions:
             before, after = m.start - 1, m.end
-            m.quoted = before >= 0 and doc[before].text in QUOTES and after < len(doc) and doc[after].text in QUOTES
+            m.quoted = m.quoted or (before >= 0 and self.tk[before].text in QUOTES
+                                    and after < len(doc) and self.tk[after].text in QUOTES)
         return mentions
 
     def root(self, m: Mention):
-        inside = [self.doc[i] for i in m.tokens() if not (m.start <= self.doc[i].head.i < m.end) or self.doc[i].head.i == i]
-        return inside[-1] if inside else self.doc[m.end - 1]
+        inside = [self.tk[i] for i in m.tokens() if not (m.start <= self.tk[i].head.i < m.end) or self.tk[i].head.i == i]
+        return inside[-1] if inside else self.tk[m.end - 1]
 
     def label_mentions(self, mentions: list[Mention]) -> None:
         doc, p = self.doc, self.p
-        entity_words = {k.lower(): v for k, v in (p["entity_words"] or {}).items()}
-        head_words = {k.lower(): v for k, v in (p["head_words"] or {}).items()}
-        hypernyms = p["hypernyms"] or {}
+        entity_words, head_words, hypernyms = self.c.entity_words, self.c.head_words, self.c.hypernyms
         at = {i: m for m in mentions for i in m.tokens()}
         for m in mentions:
             name = doc[m.start + (1 if m.title else 0):m.end].text
             key = name.lower()
             root = self.root(m)
-            heads = [root.lower_, doc[m.end - 1].lower_, doc[m.end - 1].lemma_.lower()]
+            heads = [root.lower_, self.tk[m.end - 1].lower_, self.tk[m.end - 1].lemma_.lower()]
             head = next((h for h in heads if h in head_words), None)
-            if key in entity_words or m.text.lower() in entity_words:
-                m.hypernym = entity_words.get(key, entity_words.get(m.text.lower()))
+            # The curator's names, also at the end of a longer mention ("Rapper Kanye West").
+            words = m.text.lower().split()
+            known = next((" ".join(words[k:]) for k in range(len(words)) if " ".join(words[k:]) in entity_words), None)
+            if known is not None:
+                m.hypernym = entity_words[known]
                 m.label = m.label or (head_words[head] if head else "ENTITY")
                 m.source = "entity_words"
                 continue
@@ -279,7 +308,7 @@ class Rewrite:
                 m.label = "WORK_OF_ART"
             elif head and m.label not in ("PERSON", "NORP"):
                 m.label = head_words[head]
-                m.hypernym = root.lower_ if head == root.lower_ else doc[m.end - 1].lower_
+                m.hypernym = root.lower_ if head == root.lower_ else self.tk[m.end - 1].lower_
                 m.source = "head word"
                 continue
             elif m.label in (None, "ORG") and self.coordinated_with_person(m, at):
@@ -300,7 +329,7 @@ class Rewrite:
     def coordinated_with_person(self, m: Mention, at: dict) -> bool:
         """"Harrison Ford and Calista Flockhart": a two- or three-word name coordinated with a person
         is a person, whatever the small model's entity recogniser says."""
-        words = [self.doc[i] for i in m.tokens()]
+        words = [self.tk[i] for i in m.tokens()]
         if not 2 <= len(words) <= 3 or not all(w.is_alpha and w.is_title for w in words):
             return False
         root = self.root(m)
@@ -310,7 +339,7 @@ class Rewrite:
 
     # -- the steps ---------------------------------------------------------------------------------
     def droppable_time(self, ent) -> bool:
-        kept = {w.lower() for w in self.p["kept_time_words"]}
+        kept = self.c.kept_time_words
         words = [t for t in ent if not t.is_punct]
         if any(t.like_num or t.pos_ == "PROPN" or t.lower_ in DEICTIC_TIME for t in words):
             return True
@@ -323,14 +352,12 @@ class Rewrite:
         mentions = self.find_mentions()
         self.label_mentions(mentions)
         at = {i: m for m in mentions for i in m.tokens()}
-        location_labels = set(p["location_labels"])
-        pp_labels = set(p["drop_pp_labels"])
-        location_preps = {w.lower() for w in p["location_prepositions"]}
+        location_labels, pp_labels, location_preps = self.c.location_labels, self.c.pp_labels, self.c.location_preps
         times = [e for e in doc.ents if e.label_ in ("DATE", "TIME") and self.droppable_time(e)]
         time_tokens = {i for e in times for i in range(e.start, e.end)}
 
         # Prepositional phrases holding only dates, locations or titles.
-        for prep in doc:
+        for prep in self.tk:
             if prep.dep_ != "prep" or prep.i in self.removed or not any(c.dep_ in ("pobj", "pcomp") for c in prep.children):
                 continue
             inner = [t for t in prep.subtree if t.i != prep.i]
@@ -348,6 +375,8 @@ class Rewrite:
                     kinds.add("other")
             if not content or "other" in kinds or ("location" in kinds and prep.lower_ not in location_preps):
                 continue
+            if "location" in kinds and len(kinds) > 1 and p["locations"] == "hypernym":
+                continue  # "on April 12, 2015 in Indio": the date goes alone, the nested place becomes "in a city"
             if kinds == {"location"} and p["locations"] == "hypernym":
                 first = next(at[t.i] for t in content)
                 hyp = first.hypernym or "location"
@@ -376,7 +405,7 @@ class Rewrite:
             # ", England" after a dropped "in London": the rest of the same location.
             if m.label in location_labels and root.dep_ not in ARGUMENT_DEPS:
                 j = m.start - 1
-                while j >= 0 and doc[j].is_punct and j not in self.removed:
+                while j >= 0 and self.tk[j].is_punct and j not in self.removed:
                     j -= 1
                 if j >= 0 and j in self.location_removed:
                     self.remove(range(j + 1, m.end), "location", location=True)
@@ -390,7 +419,7 @@ class Rewrite:
             if m.hypernym is None:
                 continue
             if m.hypernym == "":
-                self.remove([*m.tokens(), *(c.i for i in m.tokens() for c in doc[i].children
+                self.remove([*m.tokens(), *(c.i for i in m.tokens() for c in self.tk[i].children
                                              if c.dep_ in ("det", "case") or c.is_punct)], f"{m.label or 'name'}")
                 continue
             self.replacements[m.start] = (m.end, m.hypernym, m.hypernym, (m,))
@@ -398,9 +427,9 @@ class Rewrite:
             self.replaced.append({"text": m.text, "label": m.label, "hypernym": m.hypernym, "source": m.source})
 
         replaced_ids = {i for s, (e, *_rest) in self.replacements.items() for i in range(s, e)}
-        units = {w.lower() for w in p["units"]}
-        for t in doc:  # numbers and units modifying a noun: "Two sculptures", "29th", "a 5 km race"
-            if t.i in self.removed or t.i in replaced_ids or t.dep_ not in MODIFIER_DEPS | {"amod"}:
+        units = self.c.units
+        for t in self.tk:  # numbers and units modifying a noun: "Two sculptures", "29th", "a 5 km race"
+            if t.i in self.removed or t.i in replaced_ids or t.dep_ not in MODIFIER_DEPS:
                 continue
             head = t.head
             if head.i == t.i or head.i in self.removed or not (head.pos_ in ("NOUN", "PROPN") or head.i in replaced_ids):
@@ -418,6 +447,7 @@ class Rewrite:
         units_out = self.tidy_units(units_out)
         self.text = self.join(units_out)
         self.words = sum(1 for u in units_out for w in u.text.split() if any(ch.isalnum() for ch in w))
+        self.content_words = sum(1 for u in units_out if u.token is not None and u.token.pos_ in CONTENT_POS)
         types = []
         for u in units_out:
             if u.entity_type:
@@ -427,38 +457,46 @@ class Rewrite:
         self.entity_types = sorted(set(types))
 
     def tidy_tokens(self) -> None:
-        doc = self.doc
+        """Remove what lost its word: articles and case marks of removed heads, prepositions without
+        objects, "and" without conjuncts, hyphens stuck to a removed number ("3-bedroom")."""
+        n = len(self.tk)
+        replaced_ids = {i for s, (e, *_r) in self.replacements.items() for i in range(s, e)}
         changed = True
         while changed:
             changed = False
-            for t in doc:
-                if t.i in self.removed or t.i in self.replacements:
+            for t in self.tk:
+                if t.i in self.removed or t.i in replaced_ids:
                     continue
+                dep = t.dep_
                 dangling = (t.head.i in self.removed and t.head.i != t.i
-                            and (t.dep_ in ("det", "predet", "case", "cc", "nummod", "quantmod", "poss") or t.is_punct))
-                lonely_prep = (t.dep_ == "prep" and any(c.dep_ in ("pobj", "pcomp") for c in t.children)
-                               and all(c.i in self.removed for c in t.children if c.dep_ in ("pobj", "pcomp")))
-                conjuncts = [c for c in t.head.children if c.dep_ == "conj"]
-                lonely_cc = (t.dep_ == "cc" and any(c.i in self.removed for c in conjuncts)
-                             and all(c.i in self.removed for c in conjuncts))
-                infix = t.tag_ == "HYPH" and ((t.i > 0 and t.i - 1 in self.removed and not doc[t.i - 1].whitespace_)
-                                               or (t.i + 1 < len(doc) and t.i + 1 in self.removed and not t.whitespace_))
+                            and (dep in ("det", "predet", "case", "cc", "nummod", "quantmod", "poss") or t.is_punct))
+                lonely_prep = dep == "prep" and self._all_removed(t, ("pobj", "pcomp"))
+                lonely_cc = dep == "cc" and self._all_removed(t.head, ("conj",))
+                infix = t.tag_ == "HYPH" and ((t.i > 0 and t.i - 1 in self.removed and not self.tk[t.i - 1].whitespace_)
+                                               or (t.i + 1 < n and t.i + 1 in self.removed and not t.whitespace_))
                 if dangling or lonely_prep or lonely_cc or infix:
                     self.removed.add(t.i)
                     changed = True
         # Quotes and brackets go in pairs: one whose partner or whose content went, goes.
-        quotes = [t.i for t in doc if t.text in QUOTES and t.is_punct and t.tag_ != "POS"]
-        pairs = list(zip(quotes[0::2], quotes[1::2]))
+        pairs = self.quote_pairs()
         stack = []
-        for t in doc:
+        for t in self.tk:
             if t.text in OPENING:
                 stack.append(t.i)
             elif t.text in (")", "]", "}") and stack:
                 pairs.append((stack.pop(), t.i))
         for a, b in pairs:
             inside = [i for i in range(a + 1, b) if i not in self.removed]
-            if a in self.removed or b in self.removed or not inside:
+            # quotes around a hypernym quote nothing any more: 'Hey Jude' -> artwork, not 'artwork'
+            only_hypernym = bool(inside) and len({self.replaced_at(i) for i in inside} - {None}) == 1 \
+                and all(self.replaced_at(i) is not None for i in inside)
+            if a in self.removed or b in self.removed or not inside or only_hypernym:
                 self.removed.update((a, b))
+
+    def _all_removed(self, token, deps: tuple) -> bool:
+        """Whether ``token`` has children with these deps and all of them were removed."""
+        found = [c.i for c in token.children if c.dep_ in deps]
+        return bool(found) and all(i in self.removed for i in found)
 
     def replaced_at(self, i: int) -> int | None:
         """The start of the replacement covering token i, if any."""
@@ -473,7 +511,7 @@ class Rewrite:
                 i = end
                 continue
             if i not in self.removed:
-                t = doc[i]
+                t = self.tk[i]
                 text = t.text
                 if self.p["lowercase"] and not (t.is_upper and t.is_alpha and len(t.text) > 1) and t.text != "I":
                     text = text.lower()
@@ -494,7 +532,8 @@ class Rewrite:
                     seps.append(units[j].text)
                     j += 1
                 nxt = units[j] if j < len(units) else None
-                same = nxt is not None and (nxt.entity_type or nxt.text) == word and (nxt.entity_type or nxt.token.pos_ == "NOUN")
+                same = (nxt is not None and (nxt.entity_type or nxt.text) == word
+                        and (nxt.entity_type or nxt.token.pos_ == "NOUN"))
                 if seps and same and all(s in (",", "and", "&") for s in seps):
                     joined = joined or any(s in ("and", "&") for s in seps)
                     members.append(j)
@@ -546,7 +585,7 @@ class Rewrite:
             if k:
                 prev = units[k - 1]
                 if u.first == prev.last + 1:
-                    sep = self.doc[prev.last].whitespace_
+                    sep = self.tk[prev.last].whitespace_
                 elif (u.token is not None and (u.text in CLOSING or u.token.tag_ == "''")) or \
                         (prev.token is not None and (prev.text in OPENING or prev.token.tag_ == "``")):
                     sep = ""
@@ -564,10 +603,11 @@ class Rewrite:
         """Character spans of the parsed text that the output no longer has as written."""
         ids = sorted(self.removed | {i for s, (e, *_r) in self.replacements.items() for i in range(s, e)})
         spans: list[list[int]] = []
+        text = self.doc.text
         for i in ids:
-            t = self.doc[i]
+            t = self.tk[i]
             start, end = t.idx, t.idx + len(t.text)
-            if spans and not self.doc.text[spans[-1][1]:start].strip():
+            if spans and not text[spans[-1][1]:start].strip():
                 spans[-1][1] = end
             else:
                 spans.append([start, end])
@@ -575,6 +615,13 @@ class Rewrite:
 
 
 # --- The filters ----------------------------------------------------------------------------------
+
+def check_int(flt: Filter, key: str, minimum: int) -> None:
+    """Refuse a parameter that would fail every chunk later: the curator sees it when saving."""
+    value = flt.params[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{flt.name}: {key} must be an integer >= {minimum}, not {value!r}")
+
 
 @register
 class Hypernymize(Filter):
@@ -606,6 +653,9 @@ class Hypernymize(Filter):
         super().__init__(params, state)
         if self.params["locations"] not in ("drop", "hypernym"):
             raise ValueError(f"hypernymize: locations must be 'drop' or 'hypernym', not {self.params['locations']!r}")
+        check_int(self, "min_tokens", 0)
+        check_int(self, "max_chars", 1)
+        self.prepared = Prepared(self.params)
 
     def apply(self, items):
         self._parse_missing(items)
@@ -625,7 +675,7 @@ class Hypernymize(Filter):
         text = item.text or ""
         if len(text) > self.params["max_chars"]:
             return drop("too_long", len(text), chars=len(text), max_chars=self.params["max_chars"])
-        rw = Rewrite(item.doc, self.params)
+        rw = Rewrite(item.doc, self.params, self.prepared)
         rw.run()
         steps = rw.what_happened()
         content_changed = bool(steps)
@@ -639,9 +689,12 @@ class Hypernymize(Filter):
         new_text = rw.text if rw.text != text else None
         if rw.words < self.params["min_tokens"]:
             return Decision(DROP, "too_short", rw.words, {**details, "min_tokens": self.params["min_tokens"]}, new_text)
-        roots = [s.root for s in item.doc.sents]
-        if any(r.i in rw.removed for r in roots):
-            return Decision(DROP, "inconsistent", rw.words, {**details, "removed_root": [r.text for r in roots if r.i in rw.removed]}, new_text)
+        # "Inconsistent" (the paper's other reason): the sentence lost its root, or nothing of what
+        # it said is left but names turned into hypernyms ("organization, city, country").
+        lost_roots = [s.root.text for s in item.doc.sents if s.root.i in rw.removed]
+        if lost_roots or not rw.content_words:
+            why = f"lost its root {lost_roots[0]!r}" if lost_roots else "only hypernyms and function words are left"
+            return Decision(DROP, "inconsistent", rw.words, {**details, "why": why}, new_text)
         return Decision(KEEP, "hypernymized" if content_changed else "unchanged", rw.words, details, new_text)
 
 
@@ -653,6 +706,10 @@ class RareEntityTypes(Filter):
                    "occur in more than min_count surviving captions (100 in the paper). Score: the rarest type's count.")
     run_level = True
     defaults = {"min_count": 100}
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        check_int(self, "min_count", 0)
 
     def apply(self, items):
         """This batch judged alone, as if it were the whole run (previews and tests)."""

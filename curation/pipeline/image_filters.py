@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import warnings
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -83,6 +84,15 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
+def check_number(flt: Filter, key: str, minimum: float, *, integer: bool = False) -> None:
+    """Refuse a parameter that would fail every chunk later: the curator sees it when saving."""
+    value = flt.params[key]
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{flt.name}: {key} must be {kind} >= {minimum}, not {value!r}")
+
+
 # --- Format, size, aspect ratio -------------------------------------------------------------------
 
 @register
@@ -94,8 +104,16 @@ class ImageFormat(Filter):
     target = "image"
     defaults = {"formats": ["JPEG"]}
 
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        formats = self.params["formats"]
+        if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+            raise ValueError(f"{self.name}: formats must be a list of format names such as ['JPEG', 'PNG']")
+
     def apply(self, items):
         allowed = {f.upper() for f in self.params["formats"]}
+        if "JPEG" in allowed:
+            allowed.add("MPO")  # Pillow's name for a camera JPEG that carries extra pictures
         out = []
         for item in items:
             if not has_file(item):
@@ -118,6 +136,10 @@ class ImageSize(Filter):
     description = "Keeps images whose width and height are both greater than min_side pixels (400 in the paper)."
     target = "image"
     defaults = {"min_side": 400}
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        check_number(self, "min_side", 0)
 
     def apply(self, items):
         min_side = self.params["min_side"]
@@ -143,6 +165,10 @@ class AspectRatio(Filter):
     description = "Keeps images whose longer side is at most max_ratio times the shorter (2 in the paper). Score: the ratio."
     target = "image"
     defaults = {"max_ratio": 2.0}
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        check_number(self, "max_ratio", 1)
 
     def apply(self, items):
         max_ratio = self.params["max_ratio"]
@@ -198,12 +224,14 @@ class Decodable(Filter):
             if actual != item.sha256:
                 return drop("file_changed", expected=item.sha256, actual=actual, bytes=len(data))
         try:
-            with PILImage.open(io.BytesIO(data)) as img:
-                img.load()  # decodes every pixel: truncated and corrupt data raise here
-                details = {"format": img.format, "width": img.width, "height": img.height}
-                if self.params["compute_phash"]:
-                    details["phash"] = phash_of(img)
-        except PILImage.DecompressionBombError as exc:
+            with warnings.catch_warnings():  # over the pixel limit is refused, as at ingest
+                warnings.simplefilter("error", PILImage.DecompressionBombWarning)
+                with PILImage.open(io.BytesIO(data)) as img:
+                    img.load()  # decodes every pixel: truncated and corrupt data raise here
+                    details = {"format": img.format, "width": img.width, "height": img.height}
+                    if self.params["compute_phash"]:
+                        details["phash"] = phash_of(img)
+        except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning) as exc:
             return drop("too_many_pixels", error=_error(exc))
         except Exception as exc:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError...
             return drop("undecodable", error=_error(exc), bytes=len(data))
@@ -229,7 +257,10 @@ class ExactDuplicate(Filter):
     defaults = {"across_collections": True}
 
     def apply(self, items):
-        return [keep("hashed", sha256=it.sha256) if it.sha256 else not_applicable("no_sha256") for it in items]
+        """This batch judged alone, as if it were the whole run (previews and tests)."""
+        rows = [{"image_id": it.image_id, "sha256": it.sha256} for it in items]
+        found = self.decide_run(rows)
+        return [found.get(it.image_id) or not_applicable("no_sha256") for it in items]
 
     def decide_run(self, rows):
         from ..models import Image
@@ -258,6 +289,8 @@ class ExactDuplicate(Filter):
                 out[image_id] = drop("duplicate_of", of=other[0], collection=other[1], sha256=sha)
             elif first[sha] != image_id:
                 out[image_id] = drop("duplicate_of", of=first[sha], sha256=sha)
+            else:
+                out[image_id] = keep("first_copy", sha256=sha)
         return out
 
 
@@ -268,9 +301,11 @@ class HashIndex:
 
     def __init__(self, bits: int, max_distance: int):
         self.max_distance = max_distance
-        n_bands = min(max_distance + 1, bits)
-        edges = [round(i * bits / n_bands) for i in range(n_bands + 1)]
-        self.bands = [(lo, (1 << (hi - lo)) - 1) for lo, hi in zip(edges, edges[1:])]
+        if max_distance >= bits:  # everything is within reach: one bucket, compare all
+            self.bands = [(0, 0)]
+        else:
+            edges = [round(i * bits / (max_distance + 1)) for i in range(max_distance + 2)]
+            self.bands = [(lo, (1 << (hi - lo)) - 1) for lo, hi in zip(edges, edges[1:])]
         self.buckets: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     def _keys(self, value: int):
@@ -301,6 +336,13 @@ class NearDuplicate(Filter):
     run_level = True
     defaults = {"max_distance": 4, "hash_size": PHASH_SIZE}
 
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        check_number(self, "max_distance", 0, integer=True)
+        check_number(self, "hash_size", 2, integer=True)
+        if self.params["hash_size"] > 11:  # Image.phash holds 32 hex digits
+            raise ValueError(f"{self.name}: hash_size must be at most 11, not {self.params['hash_size']}")
+
     def _valid(self, value: str | None) -> bool:
         digits = (self.params["hash_size"] ** 2 + 3) // 4
         if not value or len(value) != digits:
@@ -312,24 +354,27 @@ class NearDuplicate(Filter):
         return True
 
     def apply(self, items):
-        """Hashes each image (from the cache in Image.phash when it is there); the grouping is run-level."""
-        out, hashed = [], {}
+        """Hashes each image (from the cache in Image.phash when it is there; the hash goes in the
+        decision's details), then judges this batch alone, as if it were the whole run."""
+        out: dict[int, Decision] = {}
+        hashes, hashed = {}, {}
         for item in items:
             if not has_file(item):
-                out.append(not_applicable("no_file", status=item.image_status))
+                out[item.image_id] = not_applicable("no_file", status=item.image_status)
                 continue
             value = item.phash if self._valid(item.phash) else None
             if value is None:
                 try:
                     value = phash_file(item.file_name, self.params["hash_size"])
                 except Exception as exc:  # noqa: BLE001
-                    out.append(not_applicable("undecodable", error=_error(exc)))
+                    out[item.image_id] = not_applicable("undecodable", error=_error(exc))
                     continue
                 if self.params["hash_size"] == PHASH_SIZE:
                     hashed[item.image_id] = value
-            out.append(keep("hashed", phash=value))
+            hashes[item.image_id] = value
         cache_phashes(hashed)
-        return out
+        out.update(self._group(hashes))
+        return [out[it.image_id] for it in items]
 
     def decide_run(self, rows):
         from ..models import Image
@@ -354,7 +399,13 @@ class NearDuplicate(Filter):
                 if self.params["hash_size"] == PHASH_SIZE:
                     hashed[pk] = hashes[pk]
         cache_phashes(hashed)
+        out.update(self._group(hashes))
+        return out
+
+    def _group(self, hashes: dict[int, str]) -> dict[int, Decision]:
+        """By id: an image within max_distance of one already kept is dropped as its near duplicate."""
         index = HashIndex(self.params["hash_size"] ** 2, self.params["max_distance"])
+        out = {}
         for image_id in sorted(hashes):
             value = int(hashes[image_id], 16)
             found = index.nearest(value)
@@ -362,6 +413,7 @@ class NearDuplicate(Filter):
                 out[image_id] = drop("near_duplicate_of", found[1], of=found[0], distance=found[1], phash=hashes[image_id])
             else:
                 index.add(image_id, value)
+                out[image_id] = keep("distinct", phash=hashes[image_id])
         return out
 
 
