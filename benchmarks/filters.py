@@ -212,7 +212,6 @@ def main() -> int:
     os.environ["LOG_LEVEL"] = "WARNING"
     env = dict(os.environ)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    from curation.models import FilterRun  # noqa: F401  (after migrate: django set up by _prepare_run)
 
     lines = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -51,9 +51,13 @@ def model_version() -> str:
 
 def parse_unique(texts: list[str], needs: frozenset[str], batch_size: int = 256) -> dict[str, object]:
     """Parse each distinct text once: {text: Doc}."""
-    distinct = list(dict.fromkeys(texts))
     nlp = load(frozenset(needs))
-    return dict(zip(distinct, nlp.pipe(distinct, batch_size=batch_size)))
+    distinct = list(dict.fromkeys(texts))
+    # spaCy refuses texts over nlp.max_length (1,000,000 characters): those stay unparsed (None)
+    # and the filters that need a parse drop them with the reason "unparsed".
+    parseable = [t for t in distinct if len(t) <= nlp.max_length]
+    docs = dict(zip(parseable, nlp.pipe(parseable, batch_size=batch_size)))
+    return {t: docs.get(t) for t in distinct}
 
 
 def items_for_texts(texts: list[str], needs=frozenset(), **image_fields):

@@ -92,13 +92,14 @@ def configured_labeller() -> ImageLabeller | None:
     return _configured(path) if path else None
 
 
-def _label_forms(label: str) -> set[str]:
+@lru_cache(maxsize=50_000)
+def _label_forms(label: str) -> frozenset[str]:
     """A label and, for a multiword label, its content words, each with a naive singular ("dogs" -> "dog")."""
     words = _LABEL_WORD_RE.findall(label)
     forms = {label}
     if len(words) > 1:
         forms |= {w for w in words if w not in _LABEL_STOP}
-    return forms | {_singular(f) for f in forms}
+    return frozenset(forms | {_singular(f) for f in forms})
 
 
 def _singular(word: str) -> str:
@@ -131,15 +132,20 @@ class LabelOverlap(Filter):
                 if image_id in labels and not labels[image_id]:
                     labels[image_id] = normalise_labels(found, self.params["min_label_score"])
         source = labeller.name if labeller is not None else MetadataLabeller.name
-        return [self._decide(item, labels.get(item.image_id) or [], source) for item in items]
+        forms: dict[str, dict] = {}  # the caption side, once per distinct text
+        out = []
+        for item in items:
+            image_labels = labels.get(item.image_id) or []
+            if image_labels and (item.text or "").strip() and item.text not in forms:
+                forms[item.text] = self._caption_forms(item)
+            out.append(self._decide(item, image_labels, source, forms.get(item.text)))
+        return out
 
-    def _decide(self, item: Item, labels: list[str], source: str) -> Decision:
+    def _decide(self, item: Item, labels: list[str], source: str, caption: dict | None) -> Decision:
         if not labels:
             return not_applicable("no_labels", labeller=source)
-        text = item.text or ""
-        if not text.strip():
+        if caption is None:
             return drop("empty", labels=labels[:MAX_LISTED])
-        caption = self._caption_forms(item)
         matched = []
         for label in labels:
             forms = _label_forms(label) if self.params["match_label_words"] else {label, _singular(label)}
@@ -159,7 +165,8 @@ class LabelOverlap(Filter):
             for t in tokens:
                 if t.pos_ in wanted:
                     words |= {t.lemma_.lower(), t.text.lower(), _singular(t.text.lower())}
-            sequence = " ".join(t.lemma_.lower() for t in tokens) + " " + " ".join(t.text.lower() for t in tokens)
+            # Lemmas and surface words as two runs ("|" keeps a phrase from spanning both).
+            sequence = " ".join(t.lemma_.lower() for t in tokens) + " | " + " ".join(t.text.lower() for t in tokens)
         else:  # unparsed (a text too long to parse): every word counts
             found = [w.lower() for w in _WORD_RE.findall(item.text or "")]
             words = set(found) | {_singular(w) for w in found}

@@ -7,8 +7,9 @@ vaderSentiment (polarity), better_profanity's word list (profanity) and lingua (
 
 Every filter gives every string a decision with a reason: empty text, emoji-only text, markup (plain
 text here: "<script>" is just characters that fail the filters), other languages and a 1 MB caption.
-Heavy resources (the language detector, the VADER lexicon, the profanity index, the stop words) are
-imported lazily and built once per process: web processes that only list filters never load them.
+Each decides once per distinct text of a batch (web alt-text repeats itself). Heavy resources (the
+language detector, the VADER lexicon, the profanity index, the stop words) are imported lazily and
+built once per process: web processes that only list filters never load them.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ WORD_RE = re.compile(r"\w+(?:[-'’.]\w+)*")
 LETTER_RE = re.compile(r"[^\W\d_]")
 DIGIT_RE = re.compile(r"\d")
 # Twitter-style hashtags and handles: the paper names "Twitter hash-tag terms" among what to discard.
-HASHTAG_RE = re.compile(r"(?<![\w&])[#@][^\W\d_][\w]*")
+HASHTAG_RE = re.compile(r"(?<![\w&])[#@][^\W\d_]\w*")
 MAX_LISTED = 20  # offending tokens listed in a decision's details (a 1 MB text stays a small row)
 
 
@@ -36,17 +37,38 @@ def _words(text: str) -> list[str]:
     return WORD_RE.findall(text)
 
 
-def _content_tokens(doc) -> list:
-    return [t for t in doc if not (t.is_punct or t.is_space)]
+class TextFilter(Filter):
+    """A filter whose decision depends on the item's text (and its parse) only: ``decide`` runs once per
+    distinct text of the batch and duplicates get a copy of that decision (the executor, told so by
+    ``text_only``, already hands it distinct texts; tests and previews may not)."""
+
+    text_only = True
+
+    def prepare(self) -> None:
+        """Fetch the per-process resources before a batch."""
+
+    def decide(self, item: Item) -> Decision:
+        raise NotImplementedError
+
+    def apply(self, items: list[Item]) -> list[Decision]:
+        self.prepare()
+        seen: dict[str, Decision] = {}
+        out = []
+        for item in items:
+            text = item.text or ""
+            decision = seen.get(text)
+            if decision is None:
+                decision = seen[text] = drop("empty") if _blank(text) else self.decide(item)
+                out.append(decision)
+            else:
+                out.append(Decision(decision.outcome, decision.reason, decision.score, dict(decision.details),
+                                    decision.text))
+        return out
 
 
-def _unparsed(item: Item) -> Decision | None:
-    """The decision of a filter that needs a parse, where there is nothing to parse or no parse."""
-    if _blank(item.text):
-        return drop("empty")
-    if item.doc is None:  # e.g. a text longer than spaCy's max_length, left unparsed
-        return drop("not_parsed", chars=len(item.text))
-    return None
+def _no_parse(item: Item) -> Decision | None:
+    """For filters that need a parse and got none (spaCy refuses texts over its max_length, 1M characters)."""
+    return drop("unparsed", chars=len(item.text)) if item.doc is None else None
 
 
 # --- Boilerplate ----------------------------------------------------------------------------------
@@ -54,38 +76,37 @@ def _unparsed(item: Item) -> Decision | None:
 # Separators that surround boilerplate: "... gear down - Stock Image", "Stock Photo | ...", "(photo by X)".
 SEP = r"\s\-–—|:•·,;.!?/\\~*()\[\]{}"
 HARD_SEP = r"\-–—|:•·,;.!?/\\~()\[\]{}"
-SUFFIX_WINDOW = 400  # suffix patterns are searched in the last characters only (1 MB texts stay fast)
+WINDOW = 400  # patterns are searched in the first/last characters only (1 MB texts stay fast)
 WILDCARD_CHARS = 120  # "photo by ..." crops at most this many characters after the phrase
 
 
 def _phrase_regex(phrase: str) -> str:
-    words = [re.escape(w) for w in re.split(r"[\s\-_]+", phrase.strip()) if w]
-    body = r"[\s\-_]+".join(words)
-    left = r"(?<!\w)" if re.match(r"\w", phrase.strip()) else ""
-    right = r"(?!\w)" if re.search(r"\w$", phrase.strip()) else ""
-    return left + body + right
+    words = [re.escape(w) for w in re.split(r"[\s\-_]+", phrase) if w]
+    left = r"(?<!\w)" if re.match(r"\w", phrase) else ""
+    right = r"(?!\w)" if re.search(r"\w$", phrase) else ""
+    return left + r"[\s\-_]+".join(words) + right
 
 
-def _split_patterns(phrases) -> tuple[list[str], list[str]]:
-    """Plain phrases and wildcard phrases ("photo by ..." matches the phrase and what follows it)."""
-    plain, wild = [], []
+def _patterns(phrases) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """Plain and wildcard ("photo by ..." matches the phrase and what follows it) phrase regexes, and the
+    keywords (the longest word of each phrase) whose absence from a text rules every phrase out cheaply."""
+    plain, wild, keys = [], [], set()
     for phrase in sorted({str(p).strip().lower() for p in phrases if str(p).strip()}, key=len, reverse=True):
-        if phrase.endswith("..."):
-            if phrase[:-3].strip():
-                wild.append(_phrase_regex(phrase[:-3]))
-        else:
-            plain.append(_phrase_regex(phrase))
-    return plain, wild
+        body = phrase[:-3].strip() if phrase.endswith("...") else phrase
+        if not body:
+            continue
+        (wild if body != phrase else plain).append(_phrase_regex(body))
+        longest = max(re.findall(r"\w+", body) or [""], key=len)
+        keys.add(longest if len(longest) >= 3 else body)  # "(c) ..." is keyed "(c)", not "c"
+    return plain, wild, tuple(sorted(keys))
 
 
 @lru_cache(maxsize=32)
-def _crop_regexes(prefixes: tuple, suffixes: tuple):
+def _crop_patterns(prefixes: tuple, suffixes: tuple):
     flags = re.IGNORECASE
-    pre_plain, pre_wild = _split_patterns(prefixes)
-    suf_plain, suf_wild = _split_patterns(suffixes)
-    alts = []
-    if pre_plain:
-        alts.append("(?:" + "|".join(pre_plain) + ")")
+    pre_plain, pre_wild, pre_keys = _patterns(prefixes)
+    suf_plain, suf_wild, suf_keys = _patterns(suffixes)
+    alts = ["(?:" + "|".join(pre_plain) + ")"] if pre_plain else []
     if pre_wild:  # a wildcard prefix runs to the next hard separator, which must be there
         alts.append("(?:" + "|".join(pre_wild) + f")[^{HARD_SEP}\\n]{{0,{WILDCARD_CHARS}}}(?=[{HARD_SEP}])")
     prefix = re.compile(f"[{SEP}]*(?:{'|'.join(alts)})[{SEP}]*", flags) if alts else None
@@ -94,33 +115,39 @@ def _crop_regexes(prefixes: tuple, suffixes: tuple):
     # crops, "Children pose for a photo by the lake" does not.
     wild = (re.compile(f"(?P<lead>[{SEP}]*)(?:{'|'.join(suf_wild)})[^\\n]{{0,{WILDCARD_CHARS}}}$", flags)
             if suf_wild else None)
-    return prefix, suffix, wild
+    return prefix, suffix, wild, pre_keys, suf_keys
 
 
-def _crop_bounds(text: str, prefix, suffix, wild) -> tuple[int, int]:
+def _crop_bounds(text: str, patterns) -> tuple[int, int]:
     """(a, b): text[a:b] is what remains after repeatedly cropping boilerplate at both ends."""
+    prefix, suffix, wild, pre_keys, suf_keys = patterns
     a, b = 0, len(text)
     for _ in range(10):  # "Stock Photo - Royalty Free: ..." needs two rounds
         start = (a, b)
-        if prefix is not None:
-            m = prefix.match(text, a, b)
+        head = text[a:min(b, a + WINDOW)].lower()
+        if prefix is not None and any(k in head for k in pre_keys):
+            m = prefix.match(text, a, min(b, a + WINDOW))
             if m and m.end() > a:
                 a = m.end()
-        window = max(a, b - SUFFIX_WINDOW)
+        window = max(a, b - WINDOW)
+        tail = text[window:b].lower()
+        if not any(k in tail for k in suf_keys):
+            if (a, b) == start:
+                break
+            continue
         if suffix is not None and b > a:
             m = suffix.search(text, window, b)
             if m:
                 b = m.start()
-        if wild is not None and b > a:
-            pos = window
-            while True:
-                m = wild.search(text, pos, b)
-                if not m:
-                    break
-                if m.start() == a or re.search(f"[{HARD_SEP}]", m.group("lead")):
-                    b = m.start()
-                    break
-                pos = m.start() + 1
+        pos = window
+        while wild is not None and b > a:
+            m = wild.search(text, pos, b)
+            if not m:
+                break
+            if m.start() == a or re.search(f"[{HARD_SEP}]", m.group("lead")):
+                b = m.start()
+                break
+            pos = m.start() + 1
         if (a, b) == start:
             break
     return a, b
@@ -134,6 +161,7 @@ class BoilerplateCrop(Filter):
                    "picture\") with the punctuation around them; a phrase ending in \"...\" also crops what "
                    "follows it (\"photo by ...\"). Texts left empty are dropped.")
     is_transform = True
+    text_only = False  # the removed spans are per item (relative to each item's raw text)
     defaults = {
         "prefixes": ["stock photo", "stock image", "stock picture", "royalty free stock photo", "royalty free",
                      "click to enlarge picture", "click to enlarge", "image may contain", "free download",
@@ -145,45 +173,51 @@ class BoilerplateCrop(Filter):
     }
 
     def apply(self, items: list[Item]) -> list[Decision]:
-        regexes = _crop_regexes(tuple(self.params["prefixes"]), tuple(self.params["suffixes"]))
-        return [self._crop(item, *regexes) for item in items]
+        patterns = _crop_patterns(tuple(self.params["prefixes"]), tuple(self.params["suffixes"]))
+        bounds: dict[str, tuple[int, int]] = {}  # per distinct text; the spans are per item
+        out = []
+        for item in items:
+            text = item.text or ""
+            if _blank(text):
+                out.append(drop("empty"))
+                continue
+            if text not in bounds:
+                bounds[text] = _crop_bounds(text, patterns)
+            out.append(self._crop(item, text, *bounds[text]))
+        return out
 
     @staticmethod
-    def _crop(item: Item, prefix, suffix, wild) -> Decision:
-        text = item.text or ""
-        if _blank(text):
-            return drop("empty")
-        a, b = _crop_bounds(text, prefix, suffix, wild)
+    def _crop(item: Item, text: str, a: int, b: int) -> Decision:
         if (a, b) == (0, len(text)):
             return Decision(KEEP, "unchanged")
         kept = text[a:b]
         a += len(kept) - len(kept.lstrip())
         b -= len(kept) - len(kept.rstrip())
-        removed = [s for s in (text[:a], text[b:]) if s.strip()]
+        removed = [s[:200] for s in (text[:a], text[b:]) if s.strip()]
         spans = [(s, e) for s, e in ((0, a), (max(a, b), len(text))) if e > s]
         # Spans are relative to raw_text; after an earlier transform they are shifted when the working
         # text is still a piece of the raw text, and left out otherwise.
-        offset = 0 if item.text == item.raw_text else (item.raw_text or "").find(text)
+        offset = 0 if text == item.raw_text else (item.raw_text or "").find(text)
         if offset >= 0:
             item.removed_spans.extend((s + offset, e + offset) for s, e in spans)
         if a >= b:
-            return drop("empty_after_crop", removed=[r[:200] for r in removed])
-        return Decision(KEEP, "cropped", details={"removed": [r[:200] for r in removed]}, text=text[a:b])
+            return drop("empty_after_crop", removed=removed)
+        return Decision(KEEP, "cropped", details={"removed": removed}, text=text[a:b])
 
 
 @lru_cache(maxsize=32)
-def _drop_regexes(patterns: tuple):
-    plain, wild = _split_patterns(patterns)
+def _drop_patterns(patterns: tuple):
+    plain, wild, keys = _patterns(patterns)
     alts = "|".join(plain + wild)
     if not alts:
-        return None, None
+        return None, None, ()
     start = re.compile(f"[{SEP}\"'“”‘’]*(?P<p>{alts})", re.IGNORECASE)
     end = re.compile(f"(?P<p>{alts})[{SEP}\"'“”‘’]*$", re.IGNORECASE)
-    return start, end
+    return start, end, keys
 
 
 @register
-class BoilerplateDrop(Filter):
+class BoilerplateDrop(TextFilter):
     name = "boilerplate_drop"
     label = "Drop boilerplate"
     description = ("Drops texts that begin or end with boilerplate patterns such as \"embedded image "
@@ -194,21 +228,21 @@ class BoilerplateDrop(Filter):
                      "image unavailable", "placeholder image", "default avatar", "user avatar"],
     }
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        start, end = _drop_regexes(tuple(self.params["patterns"]))
-        out = []
-        for item in items:
-            text = item.text or ""
-            if _blank(text):
-                out.append(drop("empty"))
-                continue
-            m = start.match(text) if start else None
-            where = "start"
-            if not m and end is not None:
-                m = end.search(text, max(0, len(text) - SUFFIX_WINDOW))
-                where = "end"
-            out.append(drop("boilerplate", pattern=m.group("p"), where=where) if m else keep())
-        return out
+    def prepare(self):
+        self.start, self.end, self.keys = _drop_patterns(tuple(self.params["patterns"]))
+
+    def decide(self, item):
+        text = item.text
+        if self.start is not None and any(k in text[:WINDOW].lower() for k in self.keys):
+            m = self.start.match(text, 0, WINDOW)
+            if m:
+                return drop("boilerplate", pattern=m.group("p"), where="start")
+        tail = max(0, len(text) - WINDOW)
+        if self.end is not None and any(k in text[tail:].lower() for k in self.keys):
+            m = self.end.search(text, tail)
+            if m:
+                return drop("boilerplate", pattern=m.group("p"), where="end")
+        return keep()
 
 
 # --- Language -------------------------------------------------------------------------------------
@@ -229,7 +263,7 @@ def _language_detector(codes: tuple):
 
 
 @register
-class LanguageFilter(Filter):
+class LanguageFilter(TextFilter):
     name = "language"
     label = "Language"
     description = ("Keeps texts in the accepted languages (lingua). Short texts spread the detector's confidence "
@@ -244,43 +278,43 @@ class LanguageFilter(Filter):
         "min_relative_confidence": 0.5,
         # Names carry their own language's letter n-grams: lingua calls the paper's Harrison Ford alt-text
         # ("... in Deauville, France.") French at 0.999. Detection therefore reads the words that do not
-        # start with a capital (after the first word) when there are at least this many; else the whole text.
-        "min_lowercase_words": 3,
+        # start with a capital (after the first word) when there are at least this many; else the whole text
+        # (with three, "Café le fil du Rasoir #1" reads as "le fil du", too little to tell French).
+        "min_lowercase_words": 4,
         "max_chars": 1000,  # detection reads the first characters only
     }
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        accepted = {c.lower() for c in self.params["languages"]}
-        codes = tuple(sorted({c.lower() for c in self.params["candidates"]} | accepted))
-        detector = None
-        out = []
-        for item in items:
-            text = (item.text or "")[: self.params["max_chars"]]
-            if _blank(text):
-                out.append(drop("empty"))
-                continue
-            if not LETTER_RE.search(text):
-                out.append(drop("no_letters"))
-                continue
-            detector = detector or _language_detector(codes)
-            values = detector.compute_language_confidence_values(self._sample(text))
-            if not values or values[0].value <= 0:
-                out.append(drop("unknown_language"))
-                continue
-            top = values[0]
-            top_code = top.language.iso_code_639_1.name.lower()
-            best = max((v.value for v in values if v.language.iso_code_639_1.name.lower() in accepted), default=0.0)
-            relative = round(best / top.value, 4)
-            details = {"language": top_code, "confidence": round(top.value, 4)}
-            if relative >= self.params["min_relative_confidence"]:
-                out.append(keep(score=relative, **details))
-            else:
-                out.append(drop("wrong_language", score=relative, **details))
-        return out
+    def __init__(self, params: dict | None = None, state=None):
+        super().__init__(params, state)
+        from lingua import IsoCode639_1  # a compiled module: cheap enough to check a curator's edit early
+
+        codes = [*self.params["languages"], *self.params["candidates"]]
+        unknown = [c for c in codes if not isinstance(c, str) or not hasattr(IsoCode639_1, c.upper())]
+        if unknown:
+            raise ValueError(f"language: unknown ISO 639-1 code(s) {unknown}")
+
+    def prepare(self):
+        self.accepted = {c.lower() for c in self.params["languages"]}
+        self.detector = _language_detector(tuple(sorted({c.lower() for c in self.params["candidates"]}
+                                                        | self.accepted)))
+
+    def decide(self, item):
+        text = item.text[: self.params["max_chars"]]
+        if not LETTER_RE.search(text):
+            return drop("no_letters")
+        values = self.detector.compute_language_confidence_values(self._sample(text))
+        if not values or values[0].value <= 0:
+            return drop("unknown_language")
+        top = values[0]
+        best = max((v.value for v in values if v.language.iso_code_639_1.name.lower() in self.accepted), default=0.0)
+        relative = round(best / top.value, 4)
+        details = {"language": top.language.iso_code_639_1.name.lower(), "confidence": round(top.value, 4)}
+        if relative < self.params["min_relative_confidence"]:
+            return drop("wrong_language", score=relative, **details)
+        return keep(score=relative, **details)
 
     def _sample(self, text: str) -> str:
-        words = _words(text)
-        lower = [w for w in words[1:] if not w[0].isupper()]
+        lower = [w for w in _words(text)[1:] if not w[0].isupper()]
         if sum(1 for w in lower if LETTER_RE.search(w)) >= self.params["min_lowercase_words"]:
             return " ".join(lower)
         return text
@@ -289,7 +323,7 @@ class LanguageFilter(Filter):
 # --- Part of speech -------------------------------------------------------------------------------
 
 @register
-class PosPresence(Filter):
+class PosPresence(TextFilter):
     name = "pos_presence"
     label = "Determiner, noun, preposition"
     description = ("Drops candidates with no determiner, no noun or no preposition. Nouns include proper nouns: "
@@ -298,27 +332,23 @@ class PosPresence(Filter):
     defaults = {"require_determiner": True, "require_noun": True, "require_preposition": True,
                 "proper_nouns_are_nouns": True}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        noun_tags = {"NOUN", "PROPN"} if self.params["proper_nouns_are_nouns"] else {"NOUN"}
-        checks = [("determiner", "require_determiner", {"DET"}), ("noun", "require_noun", noun_tags),
-                  ("preposition", "require_preposition", {"ADP"})]
-        out = []
-        for item in items:
-            early = _unparsed(item)
-            if early is not None:
-                out.append(early)
-                continue
-            tags = {t.pos_ for t in item.doc}
-            missing = [what for what, param, wanted in checks if self.params[param] and not tags & wanted]
-            if missing:
-                out.append(drop(f"no_{missing[0]}", missing=missing))
-            else:
-                out.append(keep())
-        return out
+    def prepare(self):
+        nouns = {"NOUN", "PROPN"} if self.params["proper_nouns_are_nouns"] else {"NOUN"}
+        self.checks = [(what, tags) for what, param, tags in (
+            ("determiner", "require_determiner", {"DET"}), ("noun", "require_noun", nouns),
+            ("preposition", "require_preposition", {"ADP"})) if self.params[param]]
+
+    def decide(self, item):
+        unparsed = _no_parse(item)
+        if unparsed:
+            return unparsed
+        found = {t.pos_ for t in item.doc}
+        missing = [what for what, tags in self.checks if not found & tags]
+        return drop(f"no_{missing[0]}", missing=missing) if missing else keep()
 
 
 @register
-class NounRatio(Filter):
+class NounRatio(TextFilter):
     name = "noun_ratio"
     label = "Noun ratio"
     description = "Drops candidates whose share of nouns among the tokens (punctuation excluded) is too high."
@@ -329,31 +359,24 @@ class NounRatio(Filter):
     # "DH89 Dragon Rapide ZK-AHS, MOTAT, Auckland") measure 0.83-1.0.
     defaults = {"max_ratio": 0.8, "proper_nouns_are_nouns": True}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        noun_tags = {"NOUN", "PROPN"} if self.params["proper_nouns_are_nouns"] else {"NOUN"}
-        out = []
-        for item in items:
-            early = _unparsed(item)
-            if early is not None:
-                out.append(early)
-                continue
-            tokens = _content_tokens(item.doc)
-            if not tokens:
-                out.append(drop("no_words"))
-                continue
-            nouns = sum(t.pos_ in noun_tags for t in tokens)
-            ratio = round(nouns / len(tokens), 4)
-            if ratio > self.params["max_ratio"]:
-                out.append(drop("high_noun_ratio", score=ratio, nouns=nouns, tokens=len(tokens)))
-            else:
-                out.append(keep(score=ratio, nouns=nouns, tokens=len(tokens)))
-        return out
+    def decide(self, item):
+        unparsed = _no_parse(item)
+        if unparsed:
+            return unparsed
+        tags = [t.pos_ for t in item.doc if not (t.is_punct or t.is_space)]
+        if not tags:
+            return drop("no_words")
+        nouns = sum(tag == "NOUN" or (tag == "PROPN" and self.params["proper_nouns_are_nouns"]) for tag in tags)
+        ratio = round(nouns / len(tags), 4)
+        if ratio > self.params["max_ratio"]:
+            return drop("high_noun_ratio", score=ratio, nouns=nouns, tokens=len(tags))
+        return keep(score=ratio, nouns=nouns, tokens=len(tags))
 
 
 # --- Word statistics ------------------------------------------------------------------------------
 
 @register
-class UniqueWordRatio(Filter):
+class UniqueWordRatio(TextFilter):
     name = "unique_word_ratio"
     label = "Unique-word ratio"
     description = "Drops candidates whose distinct (lower-cased) words are too small a share of their words."
@@ -361,20 +384,15 @@ class UniqueWordRatio(Filter):
     # the tower") stay above 0.65; keyword spam ("sale sale cheap sale") falls below.
     defaults = {"min_ratio": 0.5}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        out = []
-        for item in items:
-            words = [w.lower() for w in _words(item.text or "")]
-            if not words:
-                out.append(drop("empty" if _blank(item.text) else "no_words"))
-                continue
-            unique = len(set(words))
-            ratio = round(unique / len(words), 4)
-            if ratio < self.params["min_ratio"]:
-                out.append(drop("low_unique_ratio", score=ratio, unique=unique, words=len(words)))
-            else:
-                out.append(keep(score=ratio, unique=unique, words=len(words)))
-        return out
+    def decide(self, item):
+        words = [w.lower() for w in _words(item.text)]
+        if not words:
+            return drop("no_words")
+        unique = len(set(words))
+        ratio = round(unique / len(words), 4)
+        if ratio < self.params["min_ratio"]:
+            return drop("low_unique_ratio", score=ratio, unique=unique, words=len(words))
+        return keep(score=ratio, unique=unique, words=len(words))
 
 
 @lru_cache(maxsize=1)
@@ -385,40 +403,39 @@ def _stop_words() -> frozenset[str]:
 
 
 @register
-class TokenRepetition(Filter):
+class TokenRepetition(TextFilter):
     name = "token_repetition"
     label = "Token repetition"
     description = ("Drops candidates where a content word (not a stop word, not a number) occurs more than "
                    "max_repeats times, or where repeated occurrences are too large a share of the content words.")
     # rate = 1 - distinct/total over content words. "A dog chases another dog" is 0.33 and stays;
-    # "cheap shoes, cheap boots, cheap bags" is 0.5 and goes.
+    # "Red dress, red shoes: dress shoes" is 0.5 and goes.
     defaults = {"max_repeats": 2, "max_rate": 0.4}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        stop = _stop_words()
-        out = []
-        for item in items:
-            words = _words(item.text or "")
-            if not words:
-                out.append(drop("empty" if _blank(item.text) else "no_words"))
-                continue
-            content = [w.lower() for w in words if LETTER_RE.search(w) and w.lower() not in stop]
-            counts: dict[str, int] = {}
-            for w in content:
-                counts[w] = counts.get(w, 0) + 1
-            rate = round(1 - len(counts) / len(content), 4) if content else 0.0
-            token, most = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
-            if most > self.params["max_repeats"]:
-                out.append(drop("repeated_token", score=rate, token=token[:100], count=most))
-            elif rate > self.params["max_rate"]:
-                out.append(drop("high_repetition", score=rate, token=token[:100], count=most))
-            else:
-                out.append(keep(score=rate))
-        return out
+    def prepare(self):
+        self.stop = _stop_words()
+
+    def decide(self, item):
+        words = _words(item.text)
+        if not words:
+            return drop("no_words")
+        counts: dict[str, int] = {}
+        for word in words:
+            word = word.lower()
+            if word not in self.stop and LETTER_RE.search(word):
+                counts[word] = counts.get(word, 0) + 1
+        total = sum(counts.values())
+        rate = round(1 - len(counts) / total, 4) if total else 0.0
+        token, most = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
+        if most > self.params["max_repeats"]:
+            return drop("repeated_token", score=rate, token=token[:100], count=most)
+        if rate > self.params["max_rate"]:
+            return drop("high_repetition", score=rate, token=token[:100], count=most)
+        return keep(score=rate)
 
 
 @register
-class Capitalisation(Filter):
+class Capitalisation(TextFilter):
     name = "capitalisation"
     label = "Capitalisation"
     description = ("Drops candidates whose first word is not capitalised, or with too high a share of capitalised "
@@ -428,24 +445,19 @@ class Capitalisation(Filter):
     # the Academy Awards in Los Angeles" 0.73), while title-case strings measure 0.85-1.0.
     defaults = {"require_first_capitalised": True, "max_capitalised_ratio": 0.8}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        out = []
-        for item in items:
-            words = _words(item.text or "")
-            if not words:
-                out.append(drop("empty" if _blank(item.text) else "no_words"))
-                continue
-            lettered = [w for w in words if LETTER_RE.match(w)]
-            capitalised = sum(w[0].isupper() for w in lettered)
-            ratio = round(capitalised / len(lettered), 4) if lettered else 0.0
-            first = words[0]
-            if self.params["require_first_capitalised"] and LETTER_RE.match(first) and not first[0].isupper():
-                out.append(drop("first_not_capitalised", score=ratio, first_word=first[:100]))
-            elif ratio > self.params["max_capitalised_ratio"]:
-                out.append(drop("too_many_capitalised", score=ratio, capitalised=capitalised, words=len(lettered)))
-            else:
-                out.append(keep(score=ratio))
-        return out
+    def decide(self, item):
+        words = _words(item.text)
+        if not words:
+            return drop("no_words")
+        lettered = [w for w in words if LETTER_RE.match(w)]
+        capitalised = sum(w[0].isupper() for w in lettered)
+        ratio = round(capitalised / len(lettered), 4) if lettered else 0.0
+        first = words[0]
+        if self.params["require_first_capitalised"] and LETTER_RE.match(first) and not first[0].isupper():
+            return drop("first_not_capitalised", score=ratio, first_word=first[:100])
+        if ratio > self.params["max_capitalised_ratio"]:
+            return drop("too_many_capitalised", score=ratio, capitalised=capitalised, words=len(lettered))
+        return keep(score=ratio)
 
 
 # --- Vocabulary -----------------------------------------------------------------------------------
@@ -464,7 +476,7 @@ def _name_like(token) -> bool:
 
 
 @register
-class UnknownTokens(Filter):
+class UnknownTokens(TextFilter):
     name = "unknown_tokens"
     label = "Unknown tokens"
     description = ("Every word must be in a vocabulary of known words: wordfreq's Zipf frequency >= min_zipf. "
@@ -473,9 +485,9 @@ class UnknownTokens(Filter):
     defaults = {
         "language": "en",
         # wordfreq lists words down to Zipf 1.0. At 1.5, ordinary words ("floret" 1.76, "tessellated" 1.74)
-        # and places the paper keeps ("Flockhart" 1.89) pass, while camera file names ("DSC_2481", "IMG_4663"
-        # 0.0), rare misspellings ("photgraph", "amazng" 0.0) and hashtag words ("instagood" 1.42) fail.
-        # Frequent misspellings ("definately" 2.87) are in any web vocabulary, the paper's included.
+        # pass, while camera file names ("DSC_2481", "IMG_4663" 0.0), rare misspellings ("photgraph",
+        # "amazng" 0.0) and hashtag words ("instagood" 1.42) fail. Frequent misspellings ("definately"
+        # 2.87) are in any web vocabulary, the paper's included.
         "min_zipf": 1.5,
         # wordfreq estimates words with digits from their shape ("a319" -> "a000"), a step below plain words:
         # "A319" (0.9) and "F16" (1.9) pass, "DH89", "WCIT2010", "IMG_4663" (0.0) do not.
@@ -487,40 +499,35 @@ class UnknownTokens(Filter):
         "ignore_proper_nouns": True,
     }
 
-    def apply(self, items: list[Item]) -> list[Decision]:
+    def decide(self, item):
+        text = item.text
+        if item.doc is not None:
+            skip_names = self.params["ignore_proper_nouns"]
+            words = [t.text for t in item.doc if not (skip_names and _name_like(t))]
+        else:  # unparsed (too long to parse): every word is checked
+            words = _words(text)
+        unknown = list(dict.fromkeys(m.group() for m in HASHTAG_RE.finditer(text)))[:MAX_LISTED]
+        tagged = {u[1:].lower() for u in unknown}  # "#instagood" is listed once, not again as "instagood"
         language = self.params["language"]
-        skip_names = self.params["ignore_proper_nouns"]
-        out = []
-        for item in items:
-            text = item.text or ""
-            if _blank(text):
-                out.append(drop("empty"))
+        rarest, rarest_word, checked = None, "", 0
+        for word in words:
+            if len(unknown) >= MAX_LISTED:
+                break  # enough to decide and to show; a 1 MB text of unknown words stops here
+            if not LETTER_RE.search(word):
                 continue
-            if item.doc is not None:
-                words = [t.text for t in item.doc if not (skip_names and _name_like(t))]
-            else:  # unparsed (too long to parse): every word is checked
-                words = _words(text)
-            unknown: list[str] = list(dict.fromkeys(m.group() for m in HASHTAG_RE.finditer(text)))[:MAX_LISTED]
-            tagged = {u[1:].lower() for u in unknown}  # "#instagood" is listed once, not again as "instagood"
-            rarest, rarest_word, checked = None, "", 0
-            for word in words:
-                if not LETTER_RE.search(word):
-                    continue
-                checked += 1
-                z = _zipf(word.lower(), language)
-                threshold = self.params["min_zipf_with_digits"] if DIGIT_RE.search(word) else self.params["min_zipf"]
-                if z < threshold and len(unknown) < MAX_LISTED and word not in unknown and word.lower() not in tagged:
-                    unknown.append(word)
-                if rarest is None or z < rarest:
-                    rarest, rarest_word = z, word
-            if not checked and not unknown:
-                # Names only (skipped) count as known; no letters at all is no text to judge.
-                out.append(keep(score=None, checked=0) if LETTER_RE.search(text) else drop("no_words"))
-            elif unknown:
-                out.append(drop("unknown_tokens", score=rarest, unknown=[u[:100] for u in unknown[:MAX_LISTED]]))
-            else:
-                out.append(keep(score=rarest, rarest=rarest_word[:100], checked=checked))
-        return out
+            checked += 1
+            lowered = word.lower()
+            z = _zipf(lowered, language)
+            threshold = self.params["min_zipf_with_digits"] if DIGIT_RE.search(word) else self.params["min_zipf"]
+            if z < threshold and word not in unknown and lowered not in tagged:
+                unknown.append(word)
+            if rarest is None or z < rarest:
+                rarest, rarest_word = z, word
+        if unknown:
+            return drop("unknown_tokens", score=rarest, unknown=[u[:100] for u in unknown])
+        if not checked:  # names only (skipped) count as known; no letters at all is no text to judge
+            return keep(checked=0) if LETTER_RE.search(text) else drop("no_words")
+        return keep(score=rarest, rarest=rarest_word[:100], checked=checked)
 
 
 # --- Polarity and profanity -----------------------------------------------------------------------
@@ -533,7 +540,7 @@ def _vader():
 
 
 @register
-class Polarity(Filter):
+class Polarity(TextFilter):
     name = "polarity"
     label = "Polarity"
     description = "Drops candidates whose VADER compound polarity is extreme (too negative or too positive)."
@@ -543,25 +550,18 @@ class Polarity(Filter):
     # promotion or emotion rather than description.
     defaults = {"min_compound": -0.8, "max_compound": 0.8, "max_chars": 2000}  # VADER is quadratic: read a prefix
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        analyser = None
-        out = []
-        for item in items:
-            text = item.text or ""
-            if _blank(text):
-                out.append(drop("empty"))
-                continue
-            analyser = analyser or _vader()
-            sample = text[: self.params["max_chars"]]
-            compound = round(analyser.polarity_scores(sample)["compound"], 4)
-            details = {"truncated": True} if len(sample) < len(text) else {}
-            if compound <= self.params["min_compound"]:
-                out.append(drop("too_negative", score=compound, **details))
-            elif compound >= self.params["max_compound"]:
-                out.append(drop("too_positive", score=compound, **details))
-            else:
-                out.append(keep(score=compound, **details))
-        return out
+    def prepare(self):
+        self.analyser = _vader()
+
+    def decide(self, item):
+        sample = item.text[: self.params["max_chars"]]
+        compound = round(self.analyser.polarity_scores(sample)["compound"], 4)
+        details = {"truncated": True} if len(sample) < len(item.text) else {}
+        if compound <= self.params["min_compound"]:
+            return drop("too_negative", score=compound, **details)
+        if compound >= self.params["max_compound"]:
+            return drop("too_positive", score=compound, **details)
+        return keep(score=compound, **details)
 
 
 # better_profanity's own matcher walks the text character by character against every listed word
@@ -619,7 +619,7 @@ def _profanity_index(extra: tuple, allowed: tuple) -> _ProfanityIndex:
 
 
 @register
-class ProfanityFilter(Filter):
+class ProfanityFilter(TextFilter):
     name = "profanity"
     label = "Profanity"
     description = ("Drops candidates containing a word of better_profanity's list (with its character "
@@ -630,45 +630,32 @@ class ProfanityFilter(Filter):
         "allow_words": ["gay", "kill", "kills", "drunk", "hell", "screw", "knob", "wang", "hooker", "cock"],
     }
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        index = None
-        out = []
-        for item in items:
-            text = item.text or ""
-            if _blank(text):
-                out.append(drop("empty"))
-                continue
-            index = index or _profanity_index(tuple(self.params["extra_words"]), tuple(self.params["allow_words"]))
-            found = index.find(text)
-            out.append(drop("profanity", words=found) if found else keep())
-        return out
+    def prepare(self):
+        self.index = _profanity_index(tuple(self.params["extra_words"]), tuple(self.params["allow_words"]))
+
+    def decide(self, item):
+        found = self.index.find(item.text)
+        return drop("profanity", words=found) if found else keep()
 
 
 # --- Length ---------------------------------------------------------------------------------------
 
 @register
-class CaptionLength(Filter):
+class CaptionLength(TextFilter):
     name = "caption_length"
     label = "Caption length"
     description = "Drops captions with too few or too many words, or too many characters. Score: the word count."
-    defaults = {"min_tokens": 3, "max_tokens": 50, "max_chars": 500}
+    # Conceptual Captions alt-text: 3 to 50 words. max_chars guards against pathological input (a 1 MB
+    # caption, a data: URI) before counting words; at 5000 it leaves room for museum descriptions, whose
+    # preset raises max_tokens.
+    defaults = {"min_tokens": 3, "max_tokens": 50, "max_chars": 5000}
 
-    def apply(self, items: list[Item]) -> list[Decision]:
-        out = []
-        for item in items:
-            text = item.text or ""
-            if _blank(text):
-                out.append(drop("empty", score=0))
-                continue
-            if len(text) > self.params["max_chars"]:
-                out.append(drop("too_many_chars", chars=len(text)))
-                continue
-            n = len(_words(text))
-            if n < self.params["min_tokens"]:
-                out.append(drop("too_short", score=n, tokens=n))
-            elif n > self.params["max_tokens"]:
-                out.append(drop("too_long", score=n, tokens=n))
-            else:
-                out.append(keep(score=n, tokens=n))
-        return out
-
+    def decide(self, item):
+        if len(item.text) > self.params["max_chars"]:
+            return drop("too_many_chars", chars=len(item.text))
+        n = len(_words(item.text))
+        if n < self.params["min_tokens"]:
+            return drop("too_short", score=n, tokens=n)
+        if n > self.params["max_tokens"]:
+            return drop("too_long", score=n, tokens=n)
+        return keep(score=n, tokens=n)
