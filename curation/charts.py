@@ -89,7 +89,8 @@ def funnel_svg(rows: list[dict], links: list[str] | None = None) -> SafeString:
     """A horizontal bar per step: kept, not applicable and dropped side by side, the bar as long as
     the share of the starting count that entered the step. ``links`` (one URL per row) make each
     bar a link to that step's decisions."""
-    label_w, bar_x, bar_w, value_x, width = 250, 262, 340, 614, 860
+    label_w, bar_x, bar_w, width = 250, 262, 330, 860
+    value_x = bar_x + bar_w + 26
     top, row_h, bar_h = 34, 34, 18
     height = top + row_h * len(rows) + 34
     out = [
@@ -134,9 +135,10 @@ def funnel_svg(rows: list[dict], links: list[str] | None = None) -> SafeString:
             )
             x += w
         summary = f"{fmt_pct(row['pct_left'])}% · −{row['dropped']:,}"
-        group.append(_text(value_x, y + bar_h - 4, summary, fill="#1c2330", weight="600"))
-        group.append(_text(value_x + 8 + 7.2 * len(summary), y + bar_h - 4,
-                           f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)", size=11, fill="#5d6778"))
+        share = f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)"
+        group.append(
+            f'<text x="{value_x}" y="{y + bar_h - 4}"><tspan font-weight="600" fill="#1c2330">{escape(summary)}</tspan>'
+            f'<tspan dx="6" font-size="11" fill="#5d6778">{escape(share)}</tspan></text>')
         group.append("</g>")
         if links and i < len(links) and links[i]:
             group = [f'<a href="{escape(links[i])}">'] + group + ["</a>"]
@@ -181,6 +183,7 @@ class Histogram:
     scored: int  # decisions with a score
     unscored: int
     thresholds: dict[str, float] = field(default_factory=dict)
+    integer: bool = False  # whole-number scores, one bin per value
 
     @property
     def peak(self) -> int:
@@ -194,7 +197,8 @@ def score_histogram(decisions, thresholds: dict[str, float], bins: int = 30) -> 
     threshold lines fall on the chart.
     """
     scored = decisions.filter(score__isnull=False)
-    stats = scored.aggregate(lo=Min("score"), hi=Max("score"), n=Count("pk"))
+    stats = scored.aggregate(lo=Min("score"), hi=Max("score"), n=Count("pk"),
+                             fractional=Count("pk", filter=~Q(score=Floor("score"))))
     unscored = decisions.filter(score__isnull=True).count()
     if not stats["n"]:
         return Histogram(0.0, 1.0, [], 0, unscored, thresholds)
@@ -203,10 +207,16 @@ def score_histogram(decisions, thresholds: dict[str, float], bins: int = 30) -> 
     for value in thresholds.values():
         if lo - span <= value <= hi + span or span == 0:
             lo, hi = min(lo, value), max(hi, value)
-    if hi - lo <= 0:
-        lo, hi = lo - 0.5, hi + 0.5
-    pad = (hi - lo) * 0.02
-    lo, hi = lo - pad, hi + pad
+    integer = not stats["fractional"] and math.floor(hi) - math.ceil(lo) < bins
+    if integer:
+        # Whole-number scores (word counts, pixels): one bin per value, centred on it.
+        lo, hi = math.ceil(lo) - 0.5, math.floor(hi) + 0.5
+        bins = int(hi - lo)
+    else:
+        if hi - lo <= 0:
+            lo, hi = lo - 0.5, hi + 0.5
+        pad = (hi - lo) * 0.02
+        lo, hi = lo - pad, hi + pad
     width = (hi - lo) / bins
     rows = (scored.annotate(bin=Floor((Cast(F("score"), FloatField()) - Value(lo)) / Value(width)))
             .values("bin", "outcome").annotate(n=Count("pk")).order_by())
@@ -216,7 +226,7 @@ def score_histogram(decisions, thresholds: dict[str, float], bins: int = 30) -> 
         index = min(max(int(row["bin"]), 0), bins - 1)
         key = {KEEP: "kept", DROP: "dropped"}.get(row["outcome"], "other")
         table[index][key] += row["n"]
-    return Histogram(lo, hi, table, stats["n"], unscored, thresholds)
+    return Histogram(lo, hi, table, stats["n"], unscored, thresholds, integer)
 
 
 def what_if(decisions, current: dict[str, float], proposed: dict[str, float]) -> dict[str, int]:
@@ -236,8 +246,8 @@ def what_if(decisions, current: dict[str, float], proposed: dict[str, float]) ->
 def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None) -> SafeString:
     """Stacked bars (kept, dropped, other) per bin, current thresholds as solid lines and proposed
     ones, where they differ, as dashed lines."""
-    width, height = 680, 250
-    left, right, top, bottom = 48, 16, 34, 40
+    width, height = 680, 262
+    left, right, top, bottom = 48, 16, 46, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     out = [f'<svg class="chart histogram-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
            f'width="100%" role="img" aria-labelledby="hist-title" font-family="system-ui, sans-serif" font-size="12">',
@@ -255,10 +265,10 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
     def sy(count: float) -> float:
         return top + plot_h - plot_h * count / peak
 
-    for tick in (0, peak / 2, peak):
+    for tick in sorted({0, peak // 2, peak}):  # counts: whole numbers, drawn where they are
         y = sy(tick)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eef0f4"/>')
-        out.append(_text(left - 6, y + 4, fmt_number(round(tick)), anchor="end", size=11, fill="#5d6778"))
+        out.append(_text(left - 6, y + 4, fmt_number(tick), anchor="end", size=11, fill="#5d6778"))
     bar_w = plot_w / len(histogram.bins)
     for index, b in enumerate(histogram.bins):
         x = left + bar_w * index
@@ -276,11 +286,14 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
             base += count
     axis_y = top + plot_h
     out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#5d6778"/>')
-    for value in (histogram.lo, (histogram.lo + histogram.hi) / 2, histogram.hi):
+    ticks = (histogram.lo, (histogram.lo + histogram.hi) / 2, histogram.hi)
+    if histogram.integer:
+        ticks = sorted({histogram.lo + 0.5, float(round((histogram.lo + histogram.hi) / 2)), histogram.hi - 0.5})
+    for value in ticks:
         out.append(_text(sx(value), axis_y + 16, fmt_number(value), anchor="middle", size=11, fill="#5d6778"))
     out.append(_text(left + plot_w / 2, axis_y + 33, "score", anchor="middle", size=11, fill="#5d6778"))
     proposed = proposed or {}
-    label_slots: list[float] = []
+    label_slots: list[tuple[float, int]] = []
     for name, value in sorted(histogram.thresholds.items()):
         out.extend(_threshold_line(name, value, sx, top, axis_y, label_slots, dashed=False,
                                    off=not histogram.lo <= value <= histogram.hi))
@@ -297,13 +310,13 @@ def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: b
     colour = "#3b5bdb" if dashed else "#1c2330"
     dash = ' stroke-dasharray="5 4"' if dashed else ""
     label = f"{'new ' if dashed else ''}{name} = {fmt_number(value)}{' (off the chart)' if off else ''}"
-    # Labels of lines close together go on separate lines of text.
-    level = sum(1 for s in slots if abs(s - x) < 150)
-    slots.append(x)
+    # Labels of lines close together go on separate rows of text (three rows above the plot).
+    level = next((row for row in range(3) if all(abs(sx_ - x) >= 150 or r != row for sx_, r in slots)), len(slots) % 3)
+    slots.append((x, level))
     anchor = "end" if x > 480 else "start"
     nudge = -4 if anchor == "end" else 4
     return [
         f'<line class="threshold{" proposed" if dashed else ""}" data-name="{escape(name)}" data-value="{value}" '
         f'x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-width="2"{dash}/>',
-        _text(x + nudge, top - 22 + 12 * (level % 2), label, anchor=anchor, size=11, fill=colour, weight="600"),
+        _text(x + nudge, top - 34 + 12 * level, label, anchor=anchor, size=11, fill=colour, weight="600"),
     ]

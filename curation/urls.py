@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import views, views_media
 
@@ -14,4 +14,5 @@ urlpatterns = [
     path("imports/<int:pk>/progress", views.import_progress, name="import-progress"),
     path("media/images/<int:pk>/file", views_media.image_file, name="image-file"),
     path("media/images/<int:pk>/thumb", views_media.image_thumbnail, name="image-thumbnail"),
+    path("", include("curation.urls_pipeline")),
 ]
