@@ -10,20 +10,24 @@ Three filters, in the order of the "ava-captions" preset:
     (challenge, vote, congrats, ribbon, score, ...: curator-editable). Lower-casing and squeezing
     letter runs ("woooow" -> "woow") and punctuation runs ("!!!!" -> "!") are pure functions below;
     the words are counted on the cleaned text. Language identification uses lingua only where the
-    text is in doubt: an ASCII comment whose words are at least ``english_stopword_share`` English
-    stop words is English without asking (most comments), and one too short to keep is not asked
-    about either; the rest go to lingua, restricted to ``candidate_languages`` (all 75 languages
-    make it 10x slower), in one parallel batch per chunk. Lingua saying "don't know" never drops.
+    text is in doubt: a comment without accented or non-Latin letters whose words are at least
+    ``english_stopword_share`` English stop words, or at least ``common_english_share`` among the
+    25,000 commonest English words (wordfreq), is English without asking (30 of the 31 comments of
+    the paper's Table 1), and one too short to keep is not asked about either (emoji-only text is
+    too short, not foreign). The rest go to lingua (about 0.5 ms a text; the models load on first
+    use), restricted to ``candidate_languages`` (all 75 languages make it several times slower), in
+    one parallel batch per chunk. Lingua saying "don't know" never drops.
 
 ``informativeness`` (fits; needs POS)
     ``fit`` counts, over the whole comment corpus it is given (DESIGN.md: "over the whole comment
     corpus of the collection"; the executor passes every comment of the collection), the unigram
     vocabulary (nouns, proper nouns included, since the tagger marks capitalised words such as
     "Photo Quality" PROPN) and the bigram vocabulary (first word noun/adjective/adverb, second
-    noun/adjective), after removing stop words and punctuation: bigrams are adjacent words of what
-    is left, as the paper's topics show ("space left" from "space on the left"). Words are the
-    tokens' lower-case forms with letter runs squeezed, so the parse of the raw text is used as is
-    (no second parse of a cleaned copy). ``apply`` scores
+    noun/adjective), after removing NLTK's stop words and punctuation: bigrams are adjacent words
+    of what is left, as the paper's topics show ("space left" from "space on the left"). Words are
+    the tokens' lower-case forms with letter runs squeezed: the tagger reads the raw text, because
+    the small cased model tags worse on lower-cased text ("nice shot" -> "nice" PROPN), and one
+    parse serves every step. ``apply`` scores
     rho = -1/2 [sum_i ln P(u_i) + sum_j ln P(b_j)], P(w) = count(w) / total count of w's vocabulary
     (natural log; every occurrence counts, as in the product of Eq. 2). An n-gram the fitted corpus
     never saw counts as ``unseen_count`` occurrences (default 1: as rare as the rarest seen one),
@@ -59,6 +63,20 @@ STATE_FORMAT = "captionlab.informativeness/1"
 SITE_WORDS = ("challenge", "challenges", "vote", "votes", "voted", "voting", "congrats", "congratulations",
               "ribbon", "ribbons", "score", "scores", "scored", "dpc", "dpchallenge")
 CANDIDATE_LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "nl", "sv", "pl", "ru", "tr", "ar", "zh", "ja", "ko")
+
+# NLTK's English stop words. The paper's n-grams keep "top", "front", "empty" and "much" ("space
+# top", "empty space", "much negative": supplementary Table 3), which spaCy's longer list removes.
+STOP_WORDS = frozenset("""
+i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
+himself she she's her hers herself it it's its itself they them their theirs themselves what which who whom this
+that that'll these those am is are was were be been being have has had having do does did doing a an the and but
+if or because as until while of at by for with about against between into through during before after above below
+to from up down in out on off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very s t can will just don don't should
+should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
+haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
+weren weren't won won't wouldn wouldn't
+""".split())
 
 _LETTER_RUN = re.compile(r"([^\W\d_])\1{2,}")
 _PUNCT_RUN = re.compile(r"([^\w\s])\1+")
@@ -97,24 +115,34 @@ def site_words_in(words: Iterable[str], site_words: Iterable[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _english_stop_words() -> frozenset[str]:
-    from spacy.lang.en.stop_words import STOP_WORDS
+def _common_english_words() -> frozenset[str]:
+    from wordfreq import top_n_list
 
-    return frozenset(STOP_WORDS)
+    return frozenset(top_n_list("en", 25000))
 
 
 def english_stopword_share(words: list[str]) -> float:
     if not words:
         return 0.0
-    stop = _english_stop_words()
-    return sum(1 for w in words if w in stop) / len(words)
+    return sum(1 for w in words if w in STOP_WORDS) / len(words)
+
+
+def common_english_share(words: list[str]) -> float:
+    """The share of words among the 25,000 most frequent English words (wordfreq)."""
+    if not words:
+        return 0.0
+    common = _common_english_words()
+    return sum(1 for w in words if w in common) / len(words)
 
 
 @lru_cache(maxsize=8)
-def _detector(codes: tuple[str, ...]):
+def _detector(codes: tuple[str, ...], accuracy: str = "high"):
     from lingua import LanguageDetectorBuilder
 
-    return LanguageDetectorBuilder.from_languages(*(_lingua_language(c) for c in codes)).build()
+    builder = LanguageDetectorBuilder.from_languages(*(_lingua_language(c) for c in codes))
+    if accuracy == "low":  # trigram models only: far less memory, less reliable on short texts
+        builder = builder.with_low_accuracy_mode()
+    return builder.build()
 
 
 def _lingua_language(code: str):
@@ -126,11 +154,12 @@ def _lingua_language(code: str):
         raise ValueError(f"unknown ISO 639-1 language code {code!r}") from None
 
 
-def detect_languages(texts: list[str], candidates: Iterable[str]) -> list[str | None]:
-    """ISO 639-1 codes (None where lingua cannot tell), detected in one parallel batch."""
+def detect_languages(texts: list[str], candidates: Iterable[str], accuracy: str = "high") -> list[str | None]:
+    """ISO 639-1 codes (None where lingua cannot tell), detected in one parallel batch. The models
+    load on first use (high accuracy, 15 languages: some seconds and about 350 MB per process)."""
     if not texts:
         return []
-    found = _detector(tuple(sorted(set(candidates)))).detect_languages_in_parallel_of(texts)
+    found = _detector(tuple(sorted(set(candidates))), accuracy).detect_languages_in_parallel_of(texts)
     return [lang.iso_code_639_1.name.lower() if lang is not None else None for lang in found]
 
 
@@ -143,10 +172,13 @@ class CommentClean(Filter):
     label = "Comment cleaning (AVA-Captions)"
     description = ("Drops comments in another language, with fewer than min_tokens words, or with "
                    "site-specific words (challenge, vote, ribbon...), after lower-casing and squeezing runs.")
+    text_only = True  # the decision depends on the text alone
     defaults = {
         "language": "en",  # the corpus language; "" turns language identification off
         "candidate_languages": list(CANDIDATE_LANGUAGES),  # what lingua chooses among
-        "english_stopword_share": 0.2,  # ASCII texts with this share of English stop words skip lingua
+        "language_accuracy": "high",  # lingua's mode: "high" or "low" (less memory, weaker on short texts)
+        "english_stopword_share": 0.2,  # ASCII texts with this share of English stop words skip lingua,
+        "common_english_share": 0.9,  # and so do those with this share of common English words
         "min_tokens": 5,
         "site_words": list(SITE_WORDS),
         "max_chars": 10000,  # a guard: the longest AVA-Captions comment has 137 words
@@ -155,6 +187,8 @@ class CommentClean(Filter):
     def __init__(self, params=None, state=None):
         super().__init__(params, state)
         language = self.params["language"]
+        if self.params["language_accuracy"] not in ("high", "low"):
+            raise ValueError("comment_clean: language_accuracy must be 'high' or 'low'")
         if language:
             _lingua_language(language)
             for code in self.params["candidate_languages"]:
@@ -176,7 +210,8 @@ class CommentClean(Filter):
             words_of[i] = words
             if language and not self._surely_target_language(text, words, min_tokens):
                 in_doubt.append(i)
-        detected = dict(zip(in_doubt, detect_languages([items[i].text for i in in_doubt], self._candidates)))
+        detected = dict(zip(in_doubt, detect_languages([items[i].text for i in in_doubt], self._candidates,
+                                                       self.params["language_accuracy"])))
         for i, words in words_of.items():
             found = detected.get(i)
             if found is not None and found != language:
@@ -190,21 +225,25 @@ class CommentClean(Filter):
         return results
 
     def _surely_target_language(self, text: str, words: list[str], min_tokens: int) -> bool:
-        if not text.isascii():
-            return False
+        if not text.isascii() and any(ch.isalpha() and not ch.isascii() for ch in text):
+            return False  # letters of other alphabets or accents: ask (emoji alone are not letters)
         if len(words) < min_tokens:
             return True  # dropped as too short whatever its language: do not pay lingua for it
-        return self.params["language"] == "en" and english_stopword_share(words) >= self.params["english_stopword_share"]
+        if self.params["language"] != "en":
+            return False
+        letters = [w for w in words if not any(ch.isdigit() for ch in w)]
+        return (english_stopword_share(letters) >= self.params["english_stopword_share"]
+                or common_english_share(letters) >= self.params["common_english_share"])
 
 
 # --- N-grams from a parse ---------------------------------------------------------------------------
 
 @lru_cache(maxsize=1)
 def _attrs():
-    from spacy.attrs import IS_PUNCT, IS_SPACE, IS_STOP, LOWER, POS
+    from spacy.attrs import IS_PUNCT, IS_SPACE, LOWER, POS
     from spacy.symbols import ADJ, ADV, NOUN, PROPN
 
-    return {"columns": [LOWER, POS, IS_STOP, IS_PUNCT, IS_SPACE], "unigram": frozenset({NOUN, PROPN}),
+    return {"columns": [LOWER, POS, IS_PUNCT, IS_SPACE], "unigram": frozenset({NOUN, PROPN}),
             "first": frozenset({NOUN, PROPN, ADJ, ADV}), "second": frozenset({NOUN, PROPN, ADJ})}
 
 
@@ -222,15 +261,17 @@ def _word(lower_hash: int, strings) -> str:
 
 def ngrams(doc) -> tuple[list[str], list[str]]:
     """The comment's unigrams (nouns) and bigrams ("descriptor-object" pairs, "w1 w2"), in order,
-    after stop words and punctuation are removed. Reads token attributes as one array: no Token
-    objects are made."""
+    after stop words (``STOP_WORDS``) and punctuation are removed. Reads token attributes as one
+    array: no Token objects are made."""
     a = _attrs()
     strings = doc.vocab.strings
     words, tags = [], []
-    for lower, pos, stop, punct, space in doc.to_array(a["columns"]).tolist():
-        if not (stop or punct or space):
-            words.append(_word(lower, strings))
-            tags.append(pos)
+    for lower, pos, punct, space in doc.to_array(a["columns"]).tolist():
+        if not (punct or space):
+            word = _word(lower, strings)
+            if word not in STOP_WORDS:
+                words.append(word)
+                tags.append(pos)
     unigram, first, second = a["unigram"], a["first"], a["second"]
     unigrams = [w for w, t in zip(words, tags) if t in unigram]
     bigrams = [f"{words[i]} {words[i + 1]}" for i in range(len(words) - 1)
@@ -352,6 +393,7 @@ class Informativeness(Filter):
     label = "Informativeness (AVA-Captions)"
     description = ("rho = -1/2 [sum log P(unigram) + sum log P(bigram)] over the collection's noun unigrams "
                    "and descriptor-object bigrams; keeps min_rho <= rho <= max_rho.")
+    text_only = True  # the decision depends on the text alone
     needs = frozenset({"pos"})
     fits = True
     defaults = {

@@ -1,0 +1,405 @@
+"""Caption seeds from museum-style descriptions (seed 001, Section 2, "Caption seed extractor").
+
+A seed is "subject relation object" (A_B_C) where A and C are class words (Open-Images-like objects:
+person, horse, dragon, sword, ...) and B a visual relation (Visual-Genome-like: on, with, riding,
+holding, ...); both vocabularies are parameters a curator edits. Per sentence (the parser's
+sentences of the item's parse):
+
+1. Tuning: person names become "person": NER PERSON spans (their proper-noun part: the small model
+   sometimes drags a verb in), proper nouns in the ``names`` list, and proper nouns after a role
+   title ("Emperor Charles V", "St Demetrius"), the title included. Third-person pronouns become
+   "person" ("person's" for possessives: "his spear" -> "person's spear"). An adnominal -ing clause
+   gets "is" ("are" after a plural): "A person riding a horse" -> "A person is riding a horse".
+2. Segmentation: the tuned sentence from its first class word to its last (two at least):
+   "Miracle of person with the dragon." -> "person with the dragon" (an article is put before a
+   substituted "person" that opens a segment, so that the parser reads a noun phrase).
+3. The segment is parsed again, and from each head: a verb whose form is in ``relations`` takes its
+   subject (active or passive; a verb without one takes its governing verb's subject, an adnominal
+   verb the noun it modifies) and its complements (direct object, attribute, dative, prepositional
+   object, adjectival/clausal complement); a class noun takes its prepositional phrase. Seeds are
+   emitted when subject and object are class words: "person slays dragon", "person on horse".
+   Relation text: the verb as written ("slays", "riding"), with its preposition when the object
+   comes through one after the verb ("sits on"); a prepositional phrase before the verb or under
+   "be" gives the preposition alone ("person, on a horse, slays ..." -> "person on horse").
+
+The filter keeps an item with at least one seed (score = number of seeds, details {"seeds":
+[[subject, relation, object, sentence], ...], "segments": [...]}) and drops it with ``no_seed``
+otherwise (``unparsed`` without a parse). ``save_seeds(run, caption_id, seeds)`` writes the
+CaptionSeed rows (the executor calls it with details["seeds"]).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Decision, Filter, Item, drop, keep
+from .registry import register
+
+CLASSES = (
+    # people and figures
+    "person", "man", "woman", "boy", "girl", "child", "baby", "infant", "people", "saint", "angel", "cherub",
+    "monk", "nun", "bishop", "pope", "priest", "king", "queen", "prince", "princess", "knight", "soldier",
+    "warrior", "shepherd", "musician", "rider", "horseman", "beggar", "crowd", "donor",
+    # animals
+    "horse", "dragon", "dog", "cat", "lion", "bird", "dove", "eagle", "sheep", "lamb", "ox", "cow", "bull",
+    "donkey", "camel", "deer", "snake", "serpent", "fish", "monkey", "bear", "wolf", "goat", "pig", "rabbit",
+    "unicorn", "elephant", "duck", "swan", "owl", "peacock", "rooster",
+    # arms, regalia, religious objects
+    "sword", "spear", "lance", "shield", "helmet", "armour", "armor", "crown", "halo", "cross", "crucifix",
+    "book", "scroll", "key", "staff", "crozier", "mitre", "chalice", "cup", "bowl", "bottle", "vase", "jug",
+    "basket", "bag", "candle", "lamp", "globe", "skull", "bow", "arrow", "axe", "banner", "flag",
+    # furniture, buildings, vehicles
+    "table", "chair", "throne", "bench", "bed", "cradle", "altar", "tomb", "fountain", "building", "house",
+    "church", "castle", "tower", "temple", "wall", "door", "window", "column", "arch", "bridge", "boat", "ship",
+    "carriage", "cart", "wheel", "bicycle", "bike", "car", "tent", "ladder",
+    # music
+    "trumpet", "harp", "lute", "violin", "drum", "guitar", "organ", "flute",
+    # nature
+    "tree", "plant", "flower", "lily", "rose", "fruit", "apple", "grape", "palm", "bush", "grass", "mountain",
+    "rock", "hill", "river", "sea", "lake", "sky", "cloud", "sun", "moon", "star", "rainbow", "fire",
+    # clothing and the body
+    "hat", "dress", "robe", "cloak", "mantle", "coat", "shoe", "belt", "necklace", "ring", "veil", "hand",
+    "head", "face", "foot", "arm", "beard", "wing", "mirror", "umbrella", "clock", "bell", "rope", "chain",
+)
+
+RELATIONS = (
+    # prepositions (Visual Genome / Open Images relation labels)
+    "on", "in", "with", "near", "behind", "under", "above", "below", "beside", "at", "inside", "over", "across",
+    "around", "against", "by", "beneath", "between", "among", "along", "atop", "upon", "into", "onto",
+    "under", "underneath", "next", "before", "from", "of",
+    # verbs (any inflection matches)
+    "ride", "hold", "wear", "carry", "slay", "kill", "fight", "attack", "pierce", "strike", "hit", "sit",
+    "stand", "lie", "kneel", "hang", "lean", "rest", "look", "watch", "gaze", "eat", "drink", "play", "read",
+    "write", "throw", "kiss", "hug", "embrace", "touch", "lead", "pull", "push", "feed", "crown", "bless",
+    "baptize", "baptise", "offer", "give", "receive", "show", "point", "walk", "run", "fly", "hunt", "surround",
+    "support", "cover", "have", "use", "catch", "chase", "follow", "protect", "guard", "defeat", "trample",
+    "wield", "raise", "lift", "adore", "worship", "pray", "nurse", "tame", "bind", "spear", "hold up",
+)
+
+NAMES = (
+    "george", "demetrius", "michael", "theodore", "martin", "sebastian", "jerome", "francis", "anthony",
+    "augustine", "christopher", "nicholas", "lawrence", "stephen", "catherine", "barbara", "margaret",
+    "agnes", "lucy", "cecilia", "ursula", "magdalene", "mary", "joseph", "john", "peter", "paul", "andrew",
+    "james", "thomas", "matthew", "mark", "luke", "jesus", "christ", "david", "goliath", "moses", "abraham",
+    "isaac", "jacob", "adam", "eve", "noah", "daniel", "elijah", "gabriel", "raphael", "herod", "pilate",
+    "salome", "holofernes", "venus", "mars", "apollo", "diana", "jupiter", "hercules", "perseus",
+    "andromeda", "orpheus", "charles", "maximilian", "constantine", "helena",
+)
+
+TITLES = ("saint", "st", "st.", "san", "santa", "sainte", "emperor", "empress", "king", "queen", "pope",
+          "prince", "princess", "duke", "count", "lord", "lady", "sir", "archangel", "prophet", "apostle",
+          "bishop", "cardinal", "abbot", "brother", "sister", "father", "mother", "blessed")
+
+PRONOUNS = ("he", "she", "him", "her", "his", "hers", "himself", "herself", "they", "them", "their",
+            "theirs", "themselves")
+
+_IRREGULAR = {"slain": "slay", "slew": "slay", "rode": "ride", "ridden": "ride", "held": "hold", "wore": "wear",
+              "worn": "wear", "sat": "sit", "stood": "stand", "lay": "lie", "lain": "lie", "knelt": "kneel",
+              "hung": "hang", "fought": "fight", "struck": "strike", "led": "lead", "fed": "feed",
+              "threw": "throw", "thrown": "throw", "flew": "fly", "flown": "fly", "ran": "run", "wrote": "write",
+              "written": "write", "ate": "eat", "eaten": "eat", "drank": "drink", "drunk": "drink",
+              "gave": "give", "given": "give", "caught": "catch", "bound": "bind", "has": "have", "had": "have",
+              "leant": "lean", "shown": "show"}
+
+_SUBJECT = ("nsubj", "nsubjpass")
+_OBJECT = ("dobj", "attr", "dative", "oprd", "obj")
+_COMPLEMENT = ("acomp", "xcomp", "ccomp")
+_NOUNISH = ("NOUN", "PROPN")
+
+
+def verb_forms(word: str, lemma: str = "") -> set[str]:
+    """Base-form candidates of a verb as written (the small model's lemmatizer turns "riding" into
+    "rid", so a relation also matches on stripped endings and a table of irregular forms)."""
+    word = word.lower()
+    forms = {word, lemma.lower(), _IRREGULAR.get(word, word)}
+    if word.endswith("ing") and len(word) > 4:
+        stem = word[:-3]
+        forms |= {stem, stem + "e"}
+        if len(stem) > 2 and stem[-1] == stem[-2]:
+            forms.add(stem[:-1])
+    if word.endswith("ies"):
+        forms.add(word[:-3] + "y")
+    if word.endswith("es"):
+        forms.add(word[:-2])
+    if word.endswith("s"):
+        forms.add(word[:-1])
+    if word.endswith("ed"):
+        forms |= {word[:-2], word[:-1]}
+        if len(word) > 4 and word[-3] == word[-4]:
+            forms.add(word[:-3])
+    return forms - {""}
+
+
+def noun_forms(word: str, lemma: str = "") -> list[str]:
+    word = word.lower()
+    forms = [word, lemma.lower()]
+    if word.endswith("ies"):
+        forms.append(word[:-3] + "y")
+    if word.endswith("es"):
+        forms.append(word[:-2])
+    if word.endswith("s"):
+        forms.append(word[:-1])
+    return [f for f in forms if f]
+
+
+@dataclass
+class _Piece:
+    text: str
+    space: str
+    cls: str | None  # the class word it names, if any
+    substitute: bool = False  # "person" standing for a name or a pronoun
+
+
+@register
+class CaptionSeeds(Filter):
+    name = "caption_seeds"
+    version = 1
+    label = "Caption seeds (museum descriptions)"
+    description = ("Subject-relation-object seeds between class words, from the dependency parse of each "
+                   "sentence after names and pronouns become 'person' (seed 001).")
+    text_only = True  # the decision depends on the text alone
+    needs = frozenset({"pos", "deps", "ents", "lemma"})
+    defaults = {
+        "classes": list(CLASSES),
+        "relations": list(RELATIONS),
+        "names": list(NAMES),  # proper nouns replaced by "person" even where NER misses them
+        "titles": list(TITLES),  # role words that make the proper nouns after them a person
+        "pronouns": list(PRONOUNS),
+        "person_word": "person",
+        "max_sentences": 50,  # per item: a guard against pasted essays
+    }
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        for key in ("classes", "relations", "names", "titles", "pronouns"):
+            value = self.params[key]
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"caption_seeds: {key} must be a list of words")
+        self.person = self.params["person_word"].strip().lower()
+        self.classes = {w.strip().lower() for w in self.params["classes"]} | {self.person}
+        self.relations = {w.strip().lower() for w in self.params["relations"]}
+        self.names = {part for w in self.params["names"] for part in w.lower().split()}
+        self.titles = {w.strip().lower() for w in self.params["titles"]}
+        self.pronouns = {w.strip().lower() for w in self.params["pronouns"]}
+
+    # --- the filter ---
+
+    def apply(self, items: list[Item]) -> list[Decision]:
+        segments_of: dict[int, list[tuple[str, str]]] = {}  # item index -> [(segment, sentence)]
+        for i, item in enumerate(items):
+            if item.doc is not None:
+                segments_of[i] = self.segments(item.doc)
+        distinct = list(dict.fromkeys(seg for found in segments_of.values() for seg, _ in found))
+        parsed = self._parse(distinct)
+        out = []
+        for i, item in enumerate(items):
+            if i not in segments_of:
+                out.append(drop("unparsed"))
+                continue
+            seeds, seen = [], set()
+            for segment, sentence in segments_of[i]:
+                for seed in self.extract(parsed[segment]):
+                    if (seed, sentence) not in seen:
+                        seen.add((seed, sentence))
+                        seeds.append([*seed, sentence])
+            segments = list(dict.fromkeys(s for s, _ in segments_of[i]))
+            if seeds:
+                out.append(keep("", float(len(seeds)), seeds=seeds, segments=segments))
+            else:
+                out.append(drop("no_seed", segments=segments))
+        return out
+
+    def _parse(self, texts: list[str]) -> dict:
+        from . import nlp
+
+        if not texts:
+            return {}
+        pipeline = nlp.load(frozenset({"pos", "deps", "lemma"}))
+        return dict(zip(texts, pipeline.pipe(texts, batch_size=64)))
+
+    # --- step 1 and 2: tuning and segmentation ---
+
+    def segments(self, doc) -> list[tuple[str, str]]:
+        """[(segment, original sentence)] for each sentence with two class words or more. A segment
+        that opens with a substituted "person" reads "The person ...": a bare "person" where a name
+        stood is not English, and the small model then tags the verb as a plural noun ("person
+        kneels")."""
+        found = []
+        for n, sent in enumerate(doc.sents):
+            if n >= self.params["max_sentences"]:
+                break
+            pieces = self.tune(sent)
+            at = [k for k, p in enumerate(pieces) if p.cls]
+            if len(at) >= 2:
+                first, last = at[0], at[-1]
+                text = "".join(p.text + p.space for p in pieces[first:last]) + pieces[last].text
+                if pieces[first].substitute:
+                    text = "The " + text
+                found.append((text, sent.text.strip()))
+        return found
+
+    def tune(self, sent) -> list[_Piece]:
+        """The sentence as pieces, with names and pronouns replaced and adnominal -ing clauses made
+        present continuous."""
+        replaced = self._person_spans(sent)
+        pieces: list[_Piece] = []
+        i = sent.start
+        while i < sent.end:
+            if i in replaced:
+                end = replaced[i]
+                pieces.append(_Piece(self.person, sent.doc[end - 1].whitespace_, self.person, substitute=True))
+                i = end
+                continue
+            token = sent.doc[i]
+            lower = token.lower_
+            if lower in self.pronouns and token.pos_ == "PRON":
+                if token.tag_ == "PRP$" or lower in ("hers", "theirs"):  # "his spear": the spear is the entity
+                    pieces.append(_Piece(self.person + "'s", token.whitespace_, None, substitute=True))
+                else:
+                    pieces.append(_Piece(self.person, token.whitespace_, self.person, substitute=True))
+            else:
+                head = token.head
+                if token.dep_ == "acl" and token.tag_ == "VBG" and head.i < i and self._nounish(head, replaced):
+                    plural = head.tag_ in ("NNS", "NNPS")
+                    pieces.append(_Piece("are" if plural else "is", " ", None))
+                pieces.append(_Piece(token.text, token.whitespace_, self.class_of(token)))
+            i += 1
+        return pieces
+
+    def _nounish(self, token, replaced) -> bool:
+        return token.pos_ in _NOUNISH or token.pos_ == "PRON" or any(s <= token.i < e for s, e in replaced.items())
+
+    def _person_spans(self, sent) -> dict[int, int]:
+        """{start: end} token ranges (doc indices) that name a person."""
+        doc = sent.doc
+        # Proper nouns, and listed names the tagger took for common nouns ("Theodore", "Eustace").
+        propn = {t.i for t in sent if t.pos_ == "PROPN" or (t.is_title and t.lower_ in self.names)}
+        spans = []
+
+        def run_around(i):
+            start, end = i, i + 1
+            while start - 1 in propn:
+                start -= 1
+            while end in propn:
+                end += 1
+            return start, end
+
+        for ent in sent.ents:
+            if ent.label_ == "PERSON":
+                heads = [t.i for t in ent if t.i in propn]
+                if heads:
+                    spans.append(run_around(heads[0]))
+        for t in sent:
+            if t.i in propn and t.lower_ in self.names:
+                spans.append(run_around(t.i))
+            elif t.lower_ in self.titles and t.i + 1 in propn and doc[t.i + 1].lower_ not in self.titles:
+                spans.append(run_around(t.i + 1))
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            while start > sent.start and doc[start - 1].lower_ in self.titles:
+                start -= 1
+            words = [doc[k].lower_ for k in range(start, end)]
+            if all(w in self.titles for w in words) or " ".join(words) in self.classes:
+                continue  # a bare title ("the King") or a name the curators made a class
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        return {start: end for start, end in merged}
+
+    def class_of(self, token) -> str | None:
+        if token.pos_ not in _NOUNISH:
+            return None
+        for form in noun_forms(token.text, token.lemma_):
+            if form in self.classes:
+                return form
+        return None
+
+    # --- step 3: seeds from the segment's parse ---
+
+    def extract(self, seg) -> list[tuple[str, str, str]]:
+        seeds: list[tuple[str, str, str]] = []
+        for token in seg:
+            if token.pos_ in ("VERB", "AUX"):
+                seeds.extend(self._verb_seeds(token))
+            elif (subject := self._cls(token)) is not None:
+                for prep in token.children:
+                    if prep.dep_ == "prep" and prep.lower_ in self.relations:
+                        for obj in self._objects_of(prep):
+                            seeds.append((subject, prep.lower_, obj))
+        return list(dict.fromkeys(seeds))
+
+    def _cls(self, token) -> str | None:
+        if token.lower_ == self.person or (token.pos_ == "PRON" and token.lower_ in self.pronouns):
+            return self.person
+        return self.class_of(token)
+
+    def _objects_of(self, prep) -> list[str]:
+        found = []
+        for obj in prep.children:
+            if obj.dep_ == "pobj":
+                for o in (obj, *obj.conjuncts):
+                    if (c := self._cls(o)) is not None:
+                        found.append(c)
+        return found
+
+    def _subjects(self, verb, depth: int = 0) -> list[str]:
+        direct = [t for t in verb.children if t.dep_ in _SUBJECT]
+        if direct:
+            return [c for t in direct for c in (self._cls(t), *map(self._cls, t.conjuncts)) if c]
+        if verb.dep_ in ("acl", "relcl") and (c := self._cls(verb.head)):
+            return [c]
+        if verb.dep_ in ("conj", "advcl", "xcomp") and verb.head is not verb and depth < 4:
+            return self._subjects(verb.head, depth + 1)
+        return []
+
+    def _verb_seeds(self, verb) -> list[tuple[str, str, str]]:
+        copula = verb.lemma_ == "be"
+        if not copula and not (verb_forms(verb.text, verb.lemma_) & self.relations):
+            return []
+        subjects = self._subjects(verb)
+        if not subjects:
+            return []
+        word = verb.lower_ + "".join(" " + t.lower_ for t in verb.children if t.dep_ == "prt")
+        pairs: list[tuple[str, str]] = []  # (relation, object class)
+        for child in verb.children:
+            if child.dep_ in _OBJECT and not copula:
+                pairs += [(word, c) for c in map(self._cls, (child, *child.conjuncts)) if c]
+            elif child.dep_ in ("prep", "agent"):
+                if copula or child.i < verb.i:  # "is on a horse", "..., on a horse, slays": the preposition is the relation
+                    if child.lower_ in self.relations:
+                        pairs += [(child.lower_, c) for c in self._objects_of(child)]
+                else:
+                    pairs += [(f"{word} {child.lower_}", c) for c in self._objects_of(child)]
+            elif child.dep_ in _COMPLEMENT and not copula:
+                if (c := self._cls(child)) is not None:
+                    pairs.append((word, c))
+                elif child.pos_ == "VERB":
+                    inner = f"{word} {child.lower_}"
+                    for grand in child.children:
+                        if grand.dep_ in _OBJECT:
+                            pairs += [(inner, c) for c in map(self._cls, (grand, *grand.conjuncts)) if c]
+                        elif grand.dep_ == "prep":
+                            pairs += [(f"{inner} {grand.lower_}", c) for c in self._objects_of(grand)]
+        return [(s, r, o) for s in subjects for r, o in pairs]
+
+
+# --- Storage: what the executor calls ---------------------------------------------------------------
+
+def save_seeds(run, caption_id: int, seeds: list) -> int:
+    """Write a caption's seeds (details["seeds"]: [subject, relation, object, sentence] lists; the
+    sentence may be left out) as CaptionSeed rows of ``run`` (a FilterRun, its id, or None).
+    Rows already there are left alone (unique per caption, run and seed). Returns how many were given."""
+    from ..models import CaptionSeed
+
+    run_id = getattr(run, "pk", run)
+    rows, seen = [], set()
+    for seed in seeds or []:
+        subject, relation, obj = (str(part)[:200] for part in seed[:3])
+        sentence = str(seed[3]) if len(seed) > 3 else ""
+        if (subject, relation, obj) in seen:
+            continue
+        seen.add((subject, relation, obj))
+        rows.append(CaptionSeed(caption_id=caption_id, run_id=run_id, subject=subject, relation=relation,
+                                object=obj, sentence=sentence))
+    CaptionSeed.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)

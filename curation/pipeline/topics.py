@@ -1,0 +1,325 @@
+"""LDA topic labels (seed 000, Section 4 and supplementary Section 2): each image's topic
+distribution, the soft label of the captioner's weakly supervised CNN.
+
+``lda_topics`` is a run-level caption step. ``decide_run`` sees the comments that survived the
+earlier steps (AVA-Captions, not raw comments: the paper's first "key implementation step"), makes
+one document per image from all its comments, and builds the vocabulary from the informative
+n-grams of ``informativeness.ngrams`` (noun unigrams and descriptor-object bigrams) that occur in
+fewer than ``max_doc_freq`` (10%) of the comments, so "photographic stop words" such as "nice
+composition" are left out; ``min_doc_count`` (ours: an n-gram of a single comment cannot group
+images) and ``max_features`` (the paper's M = 25,000, most frequent first) bound it. It fits
+scikit-learn's LatentDirichletAllocation with K = ``n_topics`` (200 in the paper) and
+``random_state`` (same rows and parameters, same topics), and infers each image's distribution.
+
+Decisions: every caption of an image with topic n-grams is kept with score = the image's largest
+topic probability and details {"top_topic", "topic_words"}; an image whose comments hold none of
+the vocabulary gets "na" with ``no_topic_ngrams`` (a uniform label would teach the CNN nothing), and
+every caption gets "na" with ``no_vocabulary`` when the run has no vocabulary at all.
+
+Storage happens after the decisions, outside the filter: the instance keeps the fitted ``model``
+(a ``TopicModel``) and ``distributions`` ({image_id: [K floats]}), and the executor calls
+``save_run_topics(filter, run)``, which stores the model as a FilterArtifact (an .npz file:
+``components`` K x V float32, ``vocabulary``, ``meta`` JSON; written byte-for-byte reproducibly, so
+finalising twice reuses the same artifact) and upserts one ImageTopics row per image
+(``store_image_topics``). ``load_topic_model(artifact)`` gives the model back to infer the topics of
+new images, and ``topic_words(artifact, n)`` lists each topic's top n-grams for display.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from .base import Decision, Filter, Item, keep, not_applicable
+from .registry import register
+
+MODEL_FORMAT = "captionlab.lda/1"
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+MAX_CHARS = 20_000  # per comment for topic n-grams; the longest AVA comment has 137 words
+
+
+@dataclass
+class TopicModel:
+    vocabulary: list[str]
+    components: "object"  # numpy array, K x V: LDA's topic-word pseudo-counts
+    meta: dict = field(default_factory=dict)  # n_topics, priors, params, corpus counts
+
+    @property
+    def n_topics(self) -> int:
+        return int(self.components.shape[0])
+
+    def top_words(self, n: int = 10) -> list[list[str]]:
+        import numpy as np
+
+        order = np.argsort(-self.components, axis=1, kind="stable")[:, :n]
+        return [[self.vocabulary[j] for j in row] for row in order]
+
+    def estimator(self):
+        """A scikit-learn LDA with this model's fitted topics, ready for ``transform``."""
+        import numpy as np
+        from sklearn.decomposition import LatentDirichletAllocation
+        from sklearn.decomposition._online_lda_fast import _dirichlet_expectation_2d
+
+        k = self.n_topics
+        lda = LatentDirichletAllocation(n_components=k, **self.meta.get("estimator", {}))
+        lda.components_ = self.components.astype(np.float64)
+        lda.exp_dirichlet_component_ = np.exp(_dirichlet_expectation_2d(lda.components_))
+        lda.doc_topic_prior_ = self.meta["doc_topic_prior"]
+        lda.topic_word_prior_ = self.meta["topic_word_prior"]
+        lda.n_features_in_ = len(self.vocabulary)
+        lda.n_batch_iter_ = lda.n_iter_ = 1
+        return lda
+
+    def infer(self, documents: list[list[str]]):
+        """Topic distributions (rows sum to 1) of documents given as lists of n-grams; a document
+        without any vocabulary n-gram gets a row of zeros."""
+        import numpy as np
+
+        matrix = _count_matrix(documents, {w: j for j, w in enumerate(self.vocabulary)})
+        out = np.zeros((len(documents), self.n_topics))
+        nonempty = np.flatnonzero(matrix.getnnz(axis=1))
+        if len(nonempty):
+            out[nonempty] = self.estimator().transform(matrix[nonempty])
+        return out
+
+
+def _count_matrix(documents: list[list[str]], index: dict[str, int]):
+    from scipy.sparse import csr_matrix
+
+    rows, cols, vals = [], [], []
+    for i, doc in enumerate(documents):
+        for j, c in Counter(index[g] for g in doc if g in index).items():
+            rows.append(i)
+            cols.append(j)
+            vals.append(c)
+    return csr_matrix((vals, (rows, cols)), shape=(len(documents), len(index)), dtype="float64")
+
+
+# --- Saving and loading the model -----------------------------------------------------------------
+
+def model_to_bytes(model: TopicModel) -> bytes:
+    """An .npz archive (numpy.load reads it) written with fixed timestamps: same model, same bytes."""
+    import numpy as np
+
+    arrays = {"components": np.asarray(model.components, dtype=np.float32),
+              "vocabulary": np.array(model.vocabulary, dtype=str),
+              "meta": np.array(json.dumps({"format": MODEL_FORMAT, **model.meta}, sort_keys=True))}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with archive.open(info, "w") as fh:
+                np.lib.format.write_array(fh, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def model_from_bytes(data: bytes) -> TopicModel:
+    import numpy as np
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        meta = json.loads(str(archive["meta"]))
+        if meta.pop("format", None) != MODEL_FORMAT:
+            raise ValueError(f"not an LDA topic model ({MODEL_FORMAT} expected)")
+        return TopicModel(vocabulary=[str(w) for w in archive["vocabulary"]],
+                          components=archive["components"].astype(np.float64), meta=meta)
+
+
+def load_topic_model(artifact) -> TopicModel:
+    with artifact.data.open("rb") as fh:
+        return model_from_bytes(fh.read())
+
+
+def topic_words(artifact_or_model, n: int = 10) -> list[list[str]]:
+    """Each topic's n most weighted n-grams, topic 0 first (for display)."""
+    model = artifact_or_model if isinstance(artifact_or_model, TopicModel) else load_topic_model(artifact_or_model)
+    return model.top_words(n)
+
+
+# --- The step ----------------------------------------------------------------------------------------
+
+@register
+class LdaTopics(Filter):
+    name = "lda_topics"
+    version = 1
+    label = "LDA topic labels (AVA-Captions)"
+    description = ("One document per image from its kept comments; LDA over the informative n-grams that "
+                   "occur in fewer than max_doc_freq of the comments; stores each image's topic distribution.")
+    run_level = True
+    defaults = {
+        "n_topics": 200,  # K in the paper
+        "max_doc_freq": 0.10,  # n-grams in this share of comments or more are left out
+        "min_doc_count": 2,  # n-grams in fewer comments are left out
+        "max_features": 25000,  # the paper's M; 0 or None: no cap
+        "max_iter": 10,
+        "learning_method": "batch",  # or "online" for very large collections
+        "random_state": 0,
+        "doc_topic_prior": None,  # None: 1/K (scikit-learn's default)
+        "topic_word_prior": None,
+        "topic_words_in_details": 5,
+    }
+
+    def __init__(self, params=None, state=None):
+        super().__init__(params, state)
+        if int(self.params["n_topics"]) < 1:
+            raise ValueError("lda_topics: n_topics must be at least 1")
+        if not 0 < float(self.params["max_doc_freq"]) <= 1:
+            raise ValueError("lda_topics: max_doc_freq must be in (0, 1]")
+        if self.params["learning_method"] not in ("batch", "online"):
+            raise ValueError("lda_topics: learning_method must be 'batch' or 'online'")
+        self.model: TopicModel | None = None
+        self.distributions: dict[int, list[float]] = {}
+
+    def apply(self, items: list[Item]) -> list[Decision]:  # run level only: nothing to decide per chunk
+        return [keep() for _ in items]
+
+    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
+        import numpy as np
+
+        from .informativeness import ngrams
+
+        comment_ngrams = _ngrams_of_texts([row["text"] or "" for row in rows], ngrams)
+        by_image: dict[int, list[int]] = defaultdict(list)
+        for position, row in enumerate(rows):
+            by_image[row["image_id"]].append(position)
+        vocabulary = self.vocabulary(comment_ngrams)
+        self.model, self.distributions = None, {}
+        if not vocabulary:
+            return {row["caption_id"]: not_applicable("no_vocabulary") for row in rows}
+
+        image_ids = sorted(by_image)
+        documents = [[g for p in by_image[i] for g in comment_ngrams[p]] for i in image_ids]
+        matrix = _count_matrix(documents, {w: j for j, w in enumerate(vocabulary)})
+        nonempty = np.flatnonzero(matrix.getnnz(axis=1))  # never empty: the vocabulary comes from these rows
+        lda = self._estimator()
+        distributions = lda.fit_transform(matrix[nonempty])
+        self.model = TopicModel(vocabulary=vocabulary, components=lda.components_,
+                                meta=self._meta(lda, rows, by_image, len(nonempty)))
+        top_words = self.model.top_words(int(self.params["topic_words_in_details"]))
+
+        decisions: dict[int, Decision] = {}
+        labelled = {image_ids[i]: distributions[k] for k, i in enumerate(nonempty)}
+        for image_id in image_ids:
+            dist = labelled.get(image_id)
+            if dist is None:
+                for p in by_image[image_id]:
+                    decisions[rows[p]["caption_id"]] = not_applicable("no_topic_ngrams")
+                continue
+            self.distributions[image_id] = [round(float(x), 6) for x in dist]
+            top = int(np.argmax(dist))
+            for p in by_image[image_id]:
+                decisions[rows[p]["caption_id"]] = keep("", round(float(dist[top]), 6), top_topic=top,
+                                                        topic_words=top_words[top])
+        return decisions
+
+    def vocabulary(self, comment_ngrams: list[list[str]]) -> list[str]:
+        """The n-grams in fewer than max_doc_freq of the comments and in at least min_doc_count,
+        the max_features most frequent of them, sorted."""
+        n_comments = len(comment_ngrams)
+        doc_freq, freq = Counter(), Counter()
+        for grams in comment_ngrams:
+            doc_freq.update(set(grams))
+            freq.update(grams)
+        limit = float(self.params["max_doc_freq"]) * n_comments
+        floor = int(self.params["min_doc_count"] or 1)
+        eligible = [g for g, df in doc_freq.items() if df < limit and df >= floor]
+        cap = self.params["max_features"]
+        if cap:
+            eligible = sorted(eligible, key=lambda g: (-freq[g], g))[: int(cap)]
+        return sorted(eligible)
+
+    def _estimator(self):
+        from sklearn.decomposition import LatentDirichletAllocation
+
+        return LatentDirichletAllocation(
+            n_components=int(self.params["n_topics"]), max_iter=int(self.params["max_iter"]),
+            learning_method=self.params["learning_method"], random_state=self.params["random_state"],
+            doc_topic_prior=self.params["doc_topic_prior"], topic_word_prior=self.params["topic_word_prior"],
+        )
+
+    def _meta(self, lda, rows, by_image, labelled: int) -> dict:
+        return {
+            "doc_topic_prior": float(getattr(lda, "doc_topic_prior_", 1 / lda.n_components)),
+            "topic_word_prior": float(getattr(lda, "topic_word_prior_", 1 / lda.n_components)),
+            "estimator": {"max_doc_update_iter": lda.max_doc_update_iter, "mean_change_tol": lda.mean_change_tol},
+            "params": dict(self.params), "comments": len(rows), "images": len(by_image),
+            "images_labelled": labelled,
+        }
+
+
+def _ngrams_of_texts(texts: list[str], extract) -> list[list[str]]:
+    """Unigrams + bigrams of each text, each distinct text parsed once (POS only), streamed."""
+    from . import nlp
+
+    pipeline = nlp.load(frozenset({"pos"}))
+    texts = [t[:MAX_CHARS] for t in texts]  # spaCy refuses texts over nlp.max_length; comments are far shorter
+    distinct = list(dict.fromkeys(texts))
+    grams = {}
+    for text, doc in zip(distinct, pipeline.pipe(distinct, batch_size=256)):
+        unigrams, bigrams = extract(doc)
+        grams[text] = unigrams + bigrams
+    return [grams[t] for t in texts]
+
+
+# --- Storage: what the executor calls after decide_run ----------------------------------------------
+
+def store_image_topics(artifact, distributions: dict[int, list[float]], *, batch_size: int = 2000) -> int:
+    """Upsert one ImageTopics row per image for this artifact; returns how many were written."""
+    from ..models import ImageTopics
+
+    rows = [ImageTopics(image_id=image_id, artifact=artifact, distribution=list(dist))
+            for image_id, dist in sorted(distributions.items())]
+    ImageTopics.objects.bulk_create(rows, batch_size=batch_size, update_conflicts=True,
+                                    unique_fields=["image", "artifact"], update_fields=["distribution"])
+    return len(rows)
+
+
+def save_run_topics(lda: LdaTopics, run):
+    """After ``lda.decide_run(rows)``: store the fitted model as a FilterArtifact of this run's
+    collection and each image's distribution as ImageTopics. Returns the artifact, or None when
+    nothing was fitted. Safe to call twice: the same model bytes reuse the same artifact."""
+    if lda.model is None:
+        return None
+    data = model_to_bytes(lda.model)
+    summary = {"run": run.pk, "n_topics": lda.model.n_topics, "vocabulary": len(lda.model.vocabulary),
+               "comments": lda.model.meta.get("comments"), "images": lda.model.meta.get("images"),
+               "images_labelled": len(lda.distributions)}
+    artifact = artifact_create(LdaTopics.name, data, extension="npz", collection=run.collection,
+                               params=dict(lda.params), summary=summary)
+    store_image_topics(artifact, lda.distributions)
+    return artifact
+
+
+def artifact_create(filter_name: str, data: bytes, *, extension: str, collection=None, params=None, summary=None):
+    """A new version of ``filter_name``'s artifact holding ``data``; an existing artifact with the same
+    bytes is returned instead of a copy."""
+    from django.core.files.base import ContentFile
+    from django.db import IntegrityError, transaction
+    from django.db.models import Max
+
+    from ..models import FilterArtifact
+
+    digest = hashlib.sha256(data).hexdigest()
+    for attempt in range(5):
+        same = FilterArtifact.objects.filter(filter_name=filter_name, sha256=digest).order_by("-version").first()
+        if same is not None:
+            return same
+        version = (FilterArtifact.objects.filter(filter_name=filter_name).aggregate(v=Max("version"))["v"] or 0) + 1
+        artifact = FilterArtifact(filter_name=filter_name, version=version, collection=collection,
+                                  params=params or {}, sha256=digest, summary=summary or {})
+        try:
+            with transaction.atomic():  # the unique (filter_name, version) settles a race: the loser retries
+                artifact.data.save(f"{filter_name}-v{version}.{extension}", ContentFile(data), save=False)
+                artifact.save()
+            return artifact
+        except IntegrityError:
+            artifact.data.delete(save=False)
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+__all__ = ["LdaTopics", "TopicModel", "save_run_topics", "store_image_topics", "load_topic_model",
+           "topic_words", "model_to_bytes", "model_from_bytes", "artifact_create"]
