@@ -79,7 +79,7 @@ def instantiate(run: FilterRun) -> list[Filter]:
     for position, step in enumerate(run.snapshot):
         cls = registry.get(step["filter"])
         state = None
-        artifact_id = (run.artifacts or {}).get(str(position))
+        artifact_id = (run.artifacts or {}).get(str(position)) if cls.fits else None
         if artifact_id:
             state = load_artifact_state(FilterArtifact.objects.get(pk=artifact_id))
         filters.append(cls(step["params"], state=state))
@@ -100,9 +100,18 @@ def save_artifact(filter_name: str, state, *, collection=None, params=None, summ
     return artifact
 
 
+_STATE_CACHE: dict[tuple[int, str], object] = {}
+
+
 def load_artifact_state(artifact: FilterArtifact):
-    with artifact.data.open("rb") as fh:
-        return json.loads(fh.read())
+    """The artifact's JSON state, parsed once per worker process (artifacts never change)."""
+    key = (artifact.pk, artifact.sha256)
+    if key not in _STATE_CACHE:
+        with artifact.data.open("rb") as fh:
+            if len(_STATE_CACHE) > 16:
+                _STATE_CACHE.clear()
+            _STATE_CACHE[key] = json.loads(fh.read())
+    return _STATE_CACHE[key]
 
 
 # --- Items ----------------------------------------------------------------------------------------
@@ -302,6 +311,13 @@ def finalise(run: FilterRun) -> None:
             continue
         rows = _survivor_rows(run, position, step)
         results = flt.decide_run(rows) if rows else {}
+        if step["filter"] == "lda_topics" and rows:
+            from .topics import save_run_topics
+
+            artifact = save_run_topics(flt, run)
+            if artifact:
+                run.artifacts = {**(run.artifacts or {}), str(position): artifact.pk}
+                run.save(update_fields=["artifacts"])
         key = "image_id" if step["target"] == "image" else "caption_id"
         by_key = {row[key]: row for row in rows}
         decisions = []
@@ -331,9 +347,15 @@ def _survivor_rows(run: FilterRun, position: int, step: dict) -> list[dict]:
     phash_from_details = dict(FilterDecision.objects.filter(run=run, caption__isnull=True, details__has_key="phash")
                               .values_list("image_id", "details__phash"))
     if step["target"] == "image":
+        alive = {}
+        for caption_id, image_id in (Caption.objects.filter(image_id__in=chunk_ids).exclude(origin__in=SKIP_ORIGINS)
+                                     .values_list("pk", "image_id").iterator(chunk_size=5000)):
+            if caption_id not in dropped_captions:
+                alive[image_id] = alive.get(image_id, 0) + 1
         return [
             {"caption_id": None, "image_id": pk, "text": "", "entity_types": [], "sha256": row["sha256"],
-             "phash": row["phash"] or phash_from_details.get(pk), "score": own_scores.get(pk)}
+             "phash": row["phash"] or phash_from_details.get(pk), "score": own_scores.get(pk),
+             "captions_alive": alive.get(pk, 0)}
             for pk, row in sorted(images.items()) if pk not in dropped_images
         ]
     rows = []
