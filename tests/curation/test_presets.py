@@ -84,7 +84,7 @@ def test_ava_captions_scores_comments_drops_images_without_kept_comments_and_sto
         for text in texts:
             Caption.objects.create(image=image, text=text, origin="web_comment")
     # rho grows with the corpus: the paper's 20 suits 1.5M AVA comments, a 20-comment corpus needs less.
-    run = run_preset(collection, "ava-captions", informativeness={"min_rho": 8}, lda_topics={"n_topics": 3})
+    run = run_preset(collection, "ava-captions", informativeness={"min_rho": 8}, lda_topics={"n_topics": 3, "max_doc_freq": 0.9, "min_doc_count": 1})
     assert run.status == FilterRun.Status.DONE, run.error
     funnel = {row["filter"]: row for row in run.funnel}
     scores = dict(FilterDecision.objects.filter(run=run, filter_name="informativeness").values_list("caption__text", "score"))
