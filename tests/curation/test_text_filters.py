@@ -454,3 +454,19 @@ def test_duplicate_texts_each_get_their_crop_spans():
     decisions = registry.get("boilerplate_crop")().apply(items)
     assert [d.text for d in decisions] == ["A tram in the old town of Lisbon"] * 2
     assert items[0].removed_spans == items[1].removed_spans == [(32, len(raw))]
+
+
+def test_the_language_fast_path_takes_plain_english_and_leaves_other_languages_to_lingua():
+    from curation.pipeline.nlp import items_for_texts
+    from curation.pipeline.registry import get
+
+    flt = get("language")()
+    english, french, spanish = items_for_texts([
+        "A worker helps to clear the debris from the hotel after the storm.",
+        "Une femme marche dans la rue avec son chien le matin.",
+        "Un hombre camina por la playa con su perro por la tarde.",
+    ])
+    decisions = flt.apply([english, french, spanish])
+    assert decisions[0].outcome == "keep" and decisions[0].details.get("method") == "vocabulary"
+    assert [d.outcome for d in decisions[1:]] == ["drop", "drop"]
+    assert all("method" not in d.details for d in decisions[1:])
