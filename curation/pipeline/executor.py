@@ -15,9 +15,10 @@ import hashlib
 import json
 import logging
 import time
+from typing import NamedTuple
 
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Q, Value
 from django.utils import timezone
 
@@ -159,7 +160,7 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
     images, captions = load_items(image_ids)
     alive_images = dict(images)
     alive_captions = list(captions)
-    decisions: list[FilterDecision] = []
+    decisions: list[DecisionRow] = []
     transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
     seeds: dict[int, list] = {}
     parsed_needs: frozenset[str] = frozenset()
@@ -217,7 +218,7 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
             alive_captions = survivors
 
     with transaction.atomic():
-        FilterDecision.objects.bulk_create(decisions, batch_size=2000, ignore_conflicts=True)
+        write_decisions(decisions)
         _save_transformed(run, {it.caption_id: it for it in alive_captions}, transforms, captions)
         if seeds:
             from .seeds import save_seeds
@@ -249,26 +250,64 @@ def _apply(flt: Filter, targets: list[Item]) -> list[Decision]:
     return out
 
 
-def _decision_row(run, position, step, item: Item, decision: Decision, before: str) -> FilterDecision:
+_DECISION_COLUMNS = ("run_id", "step", "filter_name", "image_id", "caption_id", "outcome", "score", "reason",
+                     "details", "text_before", "text_after", "override")
+
+
+def write_decisions(decisions: list[DecisionRow]) -> None:
+    """Insert decisions once each (unique per run, step and target). On PostgreSQL they are COPYed
+    into a staging table and moved with ``INSERT ... ON CONFLICT DO NOTHING``: a chunk writes
+    (steps x items) rows, and the ORM's per-row cost would otherwise dominate a run."""
+    if not decisions:
+        return
+    if connection.vendor != "postgresql":
+        FilterDecision.objects.bulk_create(
+            [FilterDecision(**{**d._asdict(), "details": json.loads(d.details)}) for d in decisions],
+            batch_size=2000, ignore_conflicts=True)
+        return
+    stage = "captionlab_decision_stage"
+    columns = ", ".join(_DECISION_COLUMNS)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} (run_id bigint, step smallint, filter_name text, "
+            "image_id bigint, caption_id bigint, outcome text, score double precision, reason text, details text, "
+            "text_before text, text_after text, override text) ON COMMIT DELETE ROWS")
+        with cursor.copy(f"COPY {stage} ({columns}) FROM STDIN") as copy:
+            for d in decisions:
+                copy.write_row(d)
+        cursor.execute(
+            f"INSERT INTO curation_filterdecision ({columns}) "
+            f"SELECT run_id, step, filter_name, image_id, caption_id, outcome, score, reason, details::jsonb, "
+            f"text_before, text_after, override FROM {stage} ON CONFLICT DO NOTHING")
+
+
+class DecisionRow(NamedTuple):
+    run_id: int
+    step: int
+    filter_name: str
+    image_id: int
+    caption_id: int | None
+    outcome: str
+    score: float | None
+    reason: str
+    details: str  # JSON text
+    text_before: str
+    text_after: str
+    override: str = ""
+
+
+def _decision_row(run, position, step, item: Item, decision: Decision, before: str) -> DecisionRow:
     if decision.outcome not in (KEEP, DROP, NA):
         raise PipelineError(f"{step['filter']} returned the outcome {decision.outcome!r}")
-    details = dict(decision.details or {})
+    details = decision.details or {}
     if item.removed_spans and step["transform"]:
-        details.setdefault("removed_spans", [list(span) for span in item.removed_spans])
-    return FilterDecision(
-        run=run, step=position, filter_name=step["filter"], image_id=item.image_id, caption_id=item.caption_id,
-        outcome=decision.outcome, score=decision.score, reason=(decision.reason or "")[:60],
-        details=_jsonable(details),
-        text_before=before if step["transform"] else "", text_after=(decision.text or "") if step["transform"] else "",
+        details = {**details, "removed_spans": [list(span) for span in item.removed_spans]}
+    transform = step["transform"]
+    return DecisionRow(
+        run.pk, position, step["filter"], item.image_id, item.caption_id, decision.outcome, decision.score,
+        (decision.reason or "")[:60], json.dumps(details, separators=(",", ":"), default=str),
+        before if transform else "", (decision.text or "") if transform else "",
     )
-
-
-def _jsonable(value):
-    try:
-        json.dumps(value)
-        return value
-    except TypeError:
-        return json.loads(json.dumps(value, default=str))
 
 
 def _save_transformed(run, survivors: dict[int, Item], transforms, captions: list[Item]):
@@ -326,7 +365,7 @@ def finalise(run: FilterRun) -> None:
             item = Item(caption_id=row.get("caption_id") if key == "caption_id" else None,
                         image_id=row["image_id"], raw_text=row.get("text", ""), text=row.get("text", ""))
             decisions.append(_decision_row(run, position, step, item, decision, item.text))
-        FilterDecision.objects.bulk_create(decisions, batch_size=2000, ignore_conflicts=True)
+        write_decisions(decisions)
     run.funnel = compute_funnel(run)
     run.save(update_fields=["funnel"])
 
