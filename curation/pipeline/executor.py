@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from typing import NamedTuple
 
 from django.core.files.base import ContentFile
@@ -187,7 +188,7 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
         if not targets:
             continue
         try:
-            results = _apply(flt, targets)
+            results = _apply(flt, targets, (run.pk, position))
         except Exception as exc:  # one filter's bug must not lose the chunk: it fails with a reason
             raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
         if len(results) != len(targets):
@@ -228,25 +229,43 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
     return len(images) + len(captions)
 
 
-def _apply(flt: Filter, targets: list[Item]) -> list[Decision]:
+# Decisions of text-only steps by (run, step, text), per worker process: a text seen in an earlier
+# chunk of the same run gets the same decision without asking the filter again.
+_DECISION_CACHE: "OrderedDict[tuple[int, int, str], tuple[Decision, list, list]]" = OrderedDict()
+DECISION_CACHE_SIZE = 100_000
+
+
+def _apply(flt: Filter, targets: list[Item], cache_key: tuple[int, int] | None = None) -> list[Decision]:
     """``flt.apply``, once per distinct text when the filter says its decision depends on the text
     alone (identical alt-texts are common on the web); what it noted on an item is shared too."""
     if not (flt.text_only and flt.target != "image"):
         return flt.apply(targets)
+    decided: dict[str, tuple[Decision, list, list]] = {}
     first: dict[str, Item] = {}
     for item in targets:
-        first.setdefault(item.text, item)
-    if len(first) == len(targets):
-        return flt.apply(targets)
-    representatives = list(first.values())
-    decided = dict(zip((it.text for it in representatives), flt.apply(representatives)))
+        if item.text in decided or item.text in first:
+            continue
+        cached = _DECISION_CACHE.get((*cache_key, item.text)) if cache_key else None
+        if cached is not None:
+            decided[item.text] = cached
+        else:
+            first[item.text] = item
+    if first:
+        representatives = list(first.values())
+        for rep, decision in zip(representatives, flt.apply(representatives)):
+            entry = (decision, list(rep.removed_spans), list(rep.entity_types))
+            decided[rep.text] = entry
+            if cache_key and len(rep.text) <= 2000:
+                _DECISION_CACHE[(*cache_key, rep.text)] = entry
+        while len(_DECISION_CACHE) > DECISION_CACHE_SIZE:
+            _DECISION_CACHE.popitem(last=False)
     out = []
     for item in targets:
-        rep = first[item.text]
-        if rep is not item:
-            item.removed_spans = list(rep.removed_spans)
-            item.entity_types = list(rep.entity_types)
-        out.append(decided[item.text])
+        decision, spans, types = decided[item.text]
+        if first.get(item.text) is not item:
+            item.removed_spans = list(spans)
+            item.entity_types = list(types)
+        out.append(decision)
     return out
 
 
