@@ -53,7 +53,7 @@ def model_version() -> str:
 # Docs of recently parsed texts, per worker process: identical alt-texts recur across chunks of a
 # run (30% of web alt-text is exact duplicates), and a Doc is only read by the filters.
 _DOC_CACHE: "OrderedDict[tuple[frozenset[str], str], object]" = OrderedDict()
-DOC_CACHE_SIZE = 20_000
+DOC_CACHE_SIZE = 5_000
 DOC_CACHE_MAX_CHARS = 2_000
 
 
