@@ -129,6 +129,19 @@ class ImageFormat(Filter):
         return out
 
 
+def by_dimensions(items, judge) -> list:
+    """One decision per item from its width and height: ``judge(width, height)``; items with no
+    file or no readable size get their own reasons."""
+    out = []
+    for item in items:
+        if not has_file(item):
+            out.append(no_file(item))
+            continue
+        _, width, height = probe(item)
+        out.append(judge(width, height) if width and height else drop("no_dimensions"))
+    return out
+
+
 @register
 class ImageSize(Filter):
     name = "image_size"
@@ -143,19 +156,13 @@ class ImageSize(Filter):
 
     def apply(self, items):
         min_side = self.params["min_side"]
-        out = []
-        for item in items:
-            if not has_file(item):
-                out.append(no_file(item))
-                continue
-            _, width, height = probe(item)
-            if not width or not height:
-                out.append(drop("no_dimensions"))
-                continue
+
+        def judge(width, height):
             side = min(width, height)
             details = {"width": width, "height": height, "min_side": min_side}
-            out.append(keep("large_enough", side, **details) if side > min_side else drop("too_small", side, **details))
-        return out
+            return keep("large_enough", side, **details) if side > min_side else drop("too_small", side, **details)
+
+        return by_dimensions(items, judge)
 
 
 @register
@@ -172,19 +179,13 @@ class AspectRatio(Filter):
 
     def apply(self, items):
         max_ratio = self.params["max_ratio"]
-        out = []
-        for item in items:
-            if not has_file(item):
-                out.append(no_file(item))
-                continue
-            _, width, height = probe(item)
-            if not width or not height:
-                out.append(drop("no_dimensions"))
-                continue
+
+        def judge(width, height):
             ratio = round(max(width, height) / min(width, height), 4)
             details = {"width": width, "height": height, "max_ratio": max_ratio}
-            out.append(keep("ratio_ok", ratio, **details) if ratio <= max_ratio else drop("bad_aspect_ratio", ratio, **details))
-        return out
+            return keep("ratio_ok", ratio, **details) if ratio <= max_ratio else drop("bad_aspect_ratio", ratio, **details)
+
+        return by_dimensions(items, judge)
 
 
 # --- Decodability ---------------------------------------------------------------------------------
