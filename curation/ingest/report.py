@@ -35,11 +35,12 @@ class Report:
         self.issues: list[ImportIssue] = []
         self.counts: dict[str, int] = {}
 
-    def skip(self, line: int | None, item: str, error: RowError):
+    def skip(self, line: int | None, item: str, error: RowError, counter: str = "rows_skipped"):
+        """Report a row that did not land, counting it under ``counter``."""
         self.issues.append(
             ImportIssue(job=self.job, line=line, item=printable(item), code=error.code, message=error.message)
         )
-        self.add(rows_skipped=1)
+        self.add(**{counter: 1})
 
     def warn(self, line: int | None, item: str, code: str, message: str):
         self.issues.append(

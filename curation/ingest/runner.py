@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ..models import Caption, Image, ImportIssue, ImportJob, text_hash
@@ -373,7 +373,7 @@ def _land_member(job, member, sidecar_rows, report, origin, language):
             image = (
                 Image.objects.select_for_update()
                 .filter(collection_id=job.collection_id, status=Image.Status.MISSING)
-                .filter(models_q_external(external_id, PurePosixPath(member.name).name))
+                .filter(Q(external_id=external_id) | Q(metadata__file_name=PurePosixPath(member.name).name))
                 .first()
             ) or Image(collection_id=job.collection_id, external_id=external_id, import_job=job)
             images.store_image_file(image, verified)
@@ -396,12 +396,6 @@ def _land_member(job, member, sidecar_rows, report, origin, language):
                     source=job.source_name, import_job=job, import_line=row["line"])
             for row in sidecar_rows
         ])
-
-
-def models_q_external(external_id: str, file_name: str):
-    from django.db.models import Q
-
-    return Q(external_id=external_id) | Q(metadata__file_name=file_name)
 
 
 # --- COCO captions JSON -----------------------------------------------------------------------
@@ -517,9 +511,7 @@ def download_chunk(job_id: int, image_ids: list[int]) -> None:
     for image, outcome in results:
         if isinstance(outcome, RowError):
             Image.objects.filter(pk=image.pk).update(status=Image.Status.FAILED, error=f"{outcome.code}: {outcome.message}")
-            report.skip(image.import_line, image.source_url, outcome)
-            report.counts.pop("rows_skipped", None)
-            report.add(downloads_failed=1)
+            report.skip(image.import_line, image.source_url, outcome, counter="downloads_failed")
             continue
         _store_downloaded(image, outcome, report)
         report.add(downloads_done=1)
