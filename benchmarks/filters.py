@@ -21,10 +21,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scratch_db import postgres_base_url, scratch_database  # noqa: E402
 
 CC_TEXT_STEPS = [
     "boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
@@ -193,28 +195,16 @@ def main() -> int:
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--only", choices=["cc", "ava"], help="run one family of scenarios")
     args = parser.parse_args()
-    base = os.environ.get("DATABASE_URL", "")
-    if not base.startswith(("postgres://", "postgresql://")):
-        print("DATABASE_URL must point to PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/postgres")
+    base = postgres_base_url()
+    if base is None:
         return 2
     import tempfile
 
-    import psycopg
-
-    parts = urlsplit(base)
-    bench_db = "captionlab_bench_filters"
-    admin = urlunsplit(parts._replace(scheme="postgresql"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench_db} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {bench_db}")
-    os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{bench_db}"))
-    os.environ.pop("REDIS_URL", None)
-    os.environ["LOG_LEVEL"] = "WARNING"
-    env = dict(os.environ)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-
     lines = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_database(base, "captionlab_bench_filters") as db, tempfile.TemporaryDirectory() as tmp:
+        os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
+        os.environ.pop("REDIS_URL", None)
+        env = db.env
         tmp = Path(tmp)
         if args.only in (None, "cc"):
             for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
@@ -231,8 +221,9 @@ def main() -> int:
             for w, rate, peak, run_id in rows:
                 lines.append((f"ava informativeness ({w} worker{'s' if w > 1 else ''})", len(comments), rate,
                               raw_rate, peak, raw["peak_mib"]))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench_db} WITH (FORCE)")
+        from django.db import connections
+
+        connections.close_all()  # let the scratch database be dropped
     print(f"\n{'scenario':<36} {'items':>7} {'pipeline/s':>11} {'nlp.pipe/s':>11} {'ratio':>6} "
           f"{'peak RSS pipeline':>18} {'peak RSS nlp.pipe':>18}")
     for label, n, rate, raw_rate, peak, raw_peak in lines:

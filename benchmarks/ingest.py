@@ -22,9 +22,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scratch_db import postgres_base_url, scratch_database  # noqa: E402
 WORDS = ("a dog runs on the beach with a red ball near the water at sunset while people watch "
          "actor attends the premiere of the film in the city old building with tall windows "
          "stock photo of a woman holding an umbrella in the rain on a busy street").split()
@@ -118,40 +120,22 @@ def main() -> int:
     parser.add_argument("--sizes", default="20000,200000", help="comma-separated row counts")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
-    base = os.environ.get("DATABASE_URL", "")
-    if not base.startswith(("postgres://", "postgresql://")):
-        print("DATABASE_URL must point to PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/postgres")
+    base = postgres_base_url()
+    if base is None:
         return 2
-    import psycopg
-
-    parts = urlsplit(base)
-    bench_db = "captionlab_bench"
-    bench_url = urlunsplit(parts._replace(path=f"/{bench_db}"))
-    admin_dsn = urlunsplit(parts._replace(scheme="postgresql"))
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench_db}")
-        conn.execute(f"CREATE DATABASE {bench_db}")
-    env = {**os.environ, "DATABASE_URL": bench_url, "LOG_LEVEL": "WARNING"}
-    env.pop("REDIS_URL", None)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    bench_dsn = urlunsplit(parts._replace(scheme="postgresql", path=f"/{bench_db}"))
     results = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for rows in [int(s) for s in args.sizes.split(",")]:
-                tsv = Path(tmp) / f"cc-{rows}.tsv"
-                make_tsv(tsv, rows)
-                copy_s = copy_baseline(bench_dsn, tsv)
-                table_s = copy_into_platform_tables(bench_dsn, tsv)
-                out = subprocess.run([sys.executable, __file__, "--child", str(tsv)], cwd=ROOT, env=env,
-                                     check=True, capture_output=True, text=True).stdout
-                figures = json.loads(out.strip().splitlines()[-1])
-                assert figures["status"] == "done" and figures["imported"] == rows, figures
-                results.append((rows, rows / figures["seconds"], rows / table_s, rows / copy_s, figures["peak_rss_mib"]))
-    finally:
-        if not args.keep_db:
-            with psycopg.connect(admin_dsn, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {bench_db} WITH (FORCE)")
+    with scratch_database(base, "captionlab_bench", keep=args.keep_db) as db, \
+            tempfile.TemporaryDirectory() as tmp:
+        for rows in [int(s) for s in args.sizes.split(",")]:
+            tsv = Path(tmp) / f"cc-{rows}.tsv"
+            make_tsv(tsv, rows)
+            copy_s = copy_baseline(db.dsn, tsv)
+            table_s = copy_into_platform_tables(db.dsn, tsv)
+            out = subprocess.run([sys.executable, __file__, "--child", str(tsv)], cwd=ROOT, env=db.env,
+                                 check=True, capture_output=True, text=True).stdout
+            figures = json.loads(out.strip().splitlines()[-1])
+            assert figures["status"] == "done" and figures["imported"] == rows, figures
+            results.append((rows, rows / figures["seconds"], rows / table_s, rows / copy_s, figures["peak_rss_mib"]))
     print("baseline A: raw COPY into the platform's tables (images + captions, their indexes and keys)")
     print("baseline B: raw COPY into a bare two-column table (no indexes, no keys)")
     print(f"{'rows':>9} {'importer rows/s':>16} {'A rows/s':>10} {'ratio A':>8} {'B rows/s':>10} {'ratio B':>8} {'importer peak RSS':>18}")
