@@ -152,7 +152,7 @@ class ImportJobViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     orderings = ("id", "created_at")
 
     def get_queryset(self):
-        return ImportJob.objects.order_by("-created_at")
+        return ImportJob.objects.annotate(issue_count=Count("issues")).order_by("-created_at")
 
     @extend_schema(request={"multipart/form-data": ImportCreateSerializer}, responses={202: ImportJobSerializer})
     def create(self, request):
@@ -166,6 +166,7 @@ class ImportJobViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
             )
         except IngestError as exc:
             raise ValidationError({"file": exc.message}) from None
+        job.issue_count = job.issues.count()
         return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=ImportIssueSerializer(many=True), parameters=[OpenApiParameter("code", str)])

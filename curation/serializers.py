@@ -74,7 +74,7 @@ class ImportIssueSerializer(serializers.ModelSerializer):
 
 class ImportJobSerializer(serializers.ModelSerializer):
     percent = serializers.IntegerField(read_only=True)
-    issue_count = serializers.SerializerMethodField()
+    issue_count = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = ImportJob
@@ -85,9 +85,6 @@ class ImportJobSerializer(serializers.ModelSerializer):
             "downloads_failed", "error", "issue_count",
         ]
         read_only_fields = fields
-
-    def get_issue_count(self, obj) -> int:
-        return obj.issues.count()
 
 
 class ImportCreateSerializer(serializers.Serializer):
