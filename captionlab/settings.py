@@ -226,6 +226,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "curation.filter_*": {"queue": "filters"},
+    "annotation.*": {"queue": "default"},
     "modeling.*": {"queue": "gpu"},
 }
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -240,6 +241,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A task whose worker died unacknowledged goes back to the queue after this many seconds.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+# Celery beat: expired task reservations go back to the pool every minute.
+CELERY_BEAT_SCHEDULE = {
+    "annotation-sweep-reservations": {"task": "annotation.sweep_reservations", "schedule": 60.0},
+}
+# The cache: Redis where there is one (shared by every web and worker process), else local memory.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                      "KEY_PREFIX": "captionlab"}} if REDIS_URL else {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Campaign aggregation reruns at most once per this many seconds while votes arrive.
+ANNOTATION_AGGREGATE_DEBOUNCE = env.int("ANNOTATION_AGGREGATE_DEBOUNCE", default=10)
 
 # --- REST API ---------------------------------------------------------------------------------
 

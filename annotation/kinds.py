@@ -1,0 +1,247 @@
+"""Campaign kinds: what a task shows, what a vote may hold, and how votes aggregate.
+
+A kind is a small object; a new kind is a new instance (or a small subclass) registered here,
+never a copy of the pages or the routing. Every kind declares:
+
+- ``target``: "caption" (one caption with its image), "image" (write a caption for it) or
+  "candidates" (several captions of one image shown together, shuffled per worker);
+- ``validate(value, task)``: the cleaned value, or ``VoteInvalid`` with a message;
+- ``label_of(value)``: the categorical label a vote counts as for dynamic overlap and agreement
+  (None where that makes no sense, e.g. free text);
+- ``parts(value)``: for candidate kinds, {part: label} per candidate and dimension, so each part
+  aggregates like a categorical or ordinal task of its own.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+class VoteInvalid(ValueError):
+    """A vote value the campaign's kind does not accept."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: str
+    label: str
+    key: str  # keyboard shortcut
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    label: str
+    target: str
+    description: str = ""
+    seed: str = ""
+    choices: tuple[Choice, ...] = ()
+    scale: str = "nominal"  # "nominal", "ordinal" or "interval": the metric for Krippendorff's alpha
+    default_votes: int = 3
+
+    # --- values ----------------------------------------------------------------------------
+    def validate(self, value, task):
+        allowed = {c.value for c in self.choices}
+        if isinstance(value, dict):
+            value = value.get("label")
+        if not isinstance(value, str) or value not in allowed:
+            raise VoteInvalid(f"{value!r} is not one of this campaign's choices: {', '.join(sorted(allowed))}.")
+        return {"label": value}
+
+    def label_of(self, value):
+        return value.get("label") if isinstance(value, dict) else None
+
+    def parts(self, value) -> dict[str, object]:
+        label = self.label_of(value)
+        return {"": label} if label is not None else {}
+
+    def is_correct(self, value, gold_value, tolerance: float = 0.0) -> bool:
+        return self.parts(value) == self.parts(gold_value)
+
+    def candidate_order(self, task, worker_id: int) -> list[int]:
+        return list(task.candidates or [])
+
+    @property
+    def categories(self) -> list[str]:
+        return [c.value for c in self.choices]
+
+    def describe(self) -> dict:
+        return {"name": self.name, "label": self.label, "target": self.target, "seed": self.seed,
+                "choices": [c.__dict__ for c in self.choices], "scale": self.scale,
+                "description": self.description}
+
+
+@dataclass(frozen=True)
+class SliderKind(Kind):
+    """A 0-100 score (AVA-Captions informativeness as a slider). Labels for agreement are the
+    score itself (interval metric); dynamic overlap uses the good/bad side of 50."""
+
+    minimum: int = 0
+    maximum: int = 100
+    scale: str = "interval"
+
+    def validate(self, value, task):
+        if isinstance(value, dict):
+            value = value.get("score")
+        if isinstance(value, bool):
+            raise VoteInvalid("The score must be a number.")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise VoteInvalid("The score must be a number.") from None
+        if number != number or not self.minimum <= number <= self.maximum:
+            raise VoteInvalid(f"The score must be between {self.minimum} and {self.maximum}.")
+        return {"score": round(number, 2)}
+
+    def label_of(self, value):
+        return value.get("score") if isinstance(value, dict) else None
+
+    def parts(self, value):
+        score = self.label_of(value)
+        return {"": score} if score is not None else {}
+
+    def side(self, value) -> str | None:
+        score = self.label_of(value)
+        return None if score is None else ("good" if score >= (self.minimum + self.maximum) / 2 else "bad")
+
+    def is_correct(self, value, gold_value, tolerance: float = 0.0) -> bool:
+        a, b = self.label_of(value), self.label_of(gold_value)
+        return a is not None and b is not None and abs(a - b) <= max(tolerance, 0.0)
+
+
+@dataclass(frozen=True)
+class WriteKind(Kind):
+    """Write a caption for an image (Flickr8k-style: several independent captions per image)."""
+
+    scale: str = "text"
+    default_votes: int = 5
+
+    def validate(self, value, task):
+        if isinstance(value, dict):
+            value = value.get("text")
+        if not isinstance(value, str):
+            raise VoteInvalid("A caption must be text.")
+        text = " ".join(value.split())
+        campaign = task.campaign
+        if not text:
+            raise VoteInvalid("The caption is empty.")
+        if len(text) < campaign.text_min_chars:
+            raise VoteInvalid(f"The caption is too short: at least {campaign.text_min_chars} characters.")
+        if len(text) > campaign.text_max_chars:
+            raise VoteInvalid(f"The caption is too long: {len(text)} characters, at most "
+                              f"{campaign.text_max_chars}.")
+        if not any(ch.isalpha() for ch in text):
+            raise VoteInvalid("The caption has no words.")
+        return {"text": text}
+
+    def label_of(self, value):
+        return None
+
+    def parts(self, value):
+        return {}
+
+    def is_correct(self, value, gold_value, tolerance: float = 0.0) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class CandidatesKind(Kind):
+    """Several captions of one image shown together in a per-worker shuffled order, each rated on
+    every dimension: ``{"ratings": {"<caption id>": {"<dimension>": value}}}``."""
+
+    dimensions: tuple[str, ...] = ("label",)
+    scale_values: tuple = ()  # allowed values of each dimension
+
+    def validate(self, value, task):
+        ratings = value.get("ratings") if isinstance(value, dict) else None
+        if not isinstance(ratings, dict):
+            raise VoteInvalid("The vote needs a rating for every candidate caption.")
+        expected = {str(c) for c in task.candidates or []}
+        given = {str(k) for k in ratings}
+        if given != expected:
+            raise VoteInvalid("The vote must rate exactly the candidate captions shown.")
+        clean = {}
+        for cid, dims in ratings.items():
+            if not isinstance(dims, dict) or set(dims) != set(self.dimensions):
+                raise VoteInvalid(f"Each candidate needs {', '.join(self.dimensions)}.")
+            row = {}
+            for dim in self.dimensions:
+                v = dims[dim]
+                if isinstance(v, str) and v.isdigit():
+                    v = int(v)
+                if isinstance(v, bool) or v not in self.scale_values:
+                    raise VoteInvalid(f"{dim} must be one of {', '.join(map(str, self.scale_values))}.")
+                row[dim] = v
+            clean[str(cid)] = row
+        return {"ratings": clean}
+
+    def label_of(self, value):
+        return None
+
+    def parts(self, value):
+        ratings = value.get("ratings", {}) if isinstance(value, dict) else {}
+        return {f"{cid}:{dim}": v for cid, dims in ratings.items() for dim, v in dims.items()}
+
+    def candidate_order(self, task, worker_id: int) -> list[int]:
+        order = list(task.candidates or [])
+        random.Random(f"{task.pk}:{worker_id}").shuffle(order)
+        return order
+
+
+FLUENCY = Kind(
+    name="fluency", label="Rate fluency", target="caption", seed="004",
+    description="Is the sentence fluent English? Sentences with inconsistent or 'difficult' votes are "
+                "left out of the fluency classifier's training data (seed 004, Section 3).",
+    choices=(Choice("fluent", "Fluent", "1"), Choice("not_fluent", "Not fluent", "2"),
+             Choice("difficult", "Difficult to tell", "3")),
+    default_votes=2,
+)
+INFORMATIVENESS = Kind(
+    name="informativeness", label="Rate informativeness (good / bad)", target="caption", seed="000",
+    description="Does the comment describe what is in the picture?",
+    choices=(Choice("good", "Good", "1"), Choice("bad", "Bad", "2")),
+)
+INFORMATIVENESS_SCORE = SliderKind(
+    name="informativeness_score", label="Rate informativeness (0-100 slider)", target="caption", seed="000",
+    description="How much does the comment tell about the picture, from 0 (nothing) to 100?",
+)
+QUALITY = Kind(
+    name="quality", label="GOOD / BAD caption quality", target="caption", seed="002",
+    description="Is this a good caption for the image? Reported as the share of items with 1+, 2+ and "
+                "3+ GOOD votes out of 3 (seed 002, Table 2).",
+    choices=(Choice("good", "GOOD", "1"), Choice("bad", "BAD", "2")),
+)
+RELEVANCE_FLUENCY = CandidatesKind(
+    name="relevance_fluency", label="Relevance and fluency 1-5 of candidate captions", target="candidates",
+    seed="004", scale="ordinal",
+    description="Candidate captions of one image, shown together in a shuffled order; rate each for "
+                "relevance to the image and for fluency from 1 (worst) to 5 (best) (seed 004, Table 6).",
+    dimensions=("relevance", "fluency"), scale_values=(1, 2, 3, 4, 5),
+)
+GOOD_COMMON_BAD = CandidatesKind(
+    name="good_common_bad", label="Good / Common / Bad per generated caption", target="candidates", seed="000",
+    description="Each generated caption: Good (informative and specific to this image), Common (true but "
+                "generic) or Bad (wrong) (seed 000, Table 2).",
+    choices=(Choice("good", "Good", "1"), Choice("common", "Common", "2"), Choice("bad", "Bad", "3")),
+    dimensions=("label",), scale_values=("good", "common", "bad"),
+)
+WRITE = WriteKind(
+    name="write", label="Write a caption", target="image", seed="001",
+    description="Describe the image in one sentence: who or what is there, what they are doing, where "
+                "(the Flickr8k protocol: several independent captions per image).",
+)
+
+KINDS: dict[str, Kind] = {k.name: k for k in (WRITE, FLUENCY, INFORMATIVENESS, INFORMATIVENESS_SCORE, QUALITY,
+                                               RELEVANCE_FLUENCY, GOOD_COMMON_BAD)}
+KIND_CHOICES = [(k.name, k.label) for k in KINDS.values()]
+
+
+def get_kind(name: str) -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise VoteInvalid(f"Unknown campaign kind {name!r}.") from None
+
+
+__all__ = ["Kind", "Choice", "SliderKind", "WriteKind", "CandidatesKind", "KINDS", "KIND_CHOICES", "get_kind",
+           "VoteInvalid"]

@@ -1,0 +1,446 @@
+"""Task routing and votes: the annotator's hot path.
+
+Invariants, kept under concurrency:
+- a task's ``votes_count`` and ``reserved_count`` change only while its row is locked
+  (``SELECT ... FOR UPDATE``), so ``votes_count + reserved_count <= votes_required`` always holds
+  for real tasks and every task ends with exactly its required votes;
+- a worker holds at most one reservation per task (unique) and one vote per task (unique), so no
+  worker votes twice on a task, and a replayed submit finds the vote and returns it;
+- locks are always taken task row first, then its reservations, so routing, voting and the
+  expiry sweep cannot deadlock.
+
+On PostgreSQL the next task is chosen with ``FOR UPDATE SKIP LOCKED``: concurrent workers skip a
+row another worker is reserving instead of queueing on it. SQLite has no row locks; there a write
+transaction locks the database (``BEGIN IMMEDIATE`` semantics come from the first write), which is
+correct, only slower.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .kinds import VoteInvalid
+from .models import Assignment, Campaign, Caption, GoldAnswer, Membership, Reservation, Task, Vote, VoteEdit, Worker
+
+
+class RoutingError(Exception):
+    """A refused request, with the HTTP status that says why."""
+
+    def __init__(self, message: str, code: str, status: int = 400):
+        super().__init__(message)
+        self.message, self.code, self.status = message, code, status
+
+
+# --- workers and memberships ----------------------------------------------------------------
+
+
+def worker_for_user(user) -> Worker:
+    worker = getattr(user, "_captionlab_worker", None)
+    if worker is None:
+        worker, _ = Worker.objects.get_or_create(user=user, defaults={"provider": Worker.Provider.INHOUSE})
+        user._captionlab_worker = worker
+    return worker
+
+
+def membership_for(campaign: Campaign, worker: Worker, *, join: bool = True) -> Membership:
+    """The worker's membership of the campaign; joins an open campaign. Raises 403/404 otherwise."""
+    membership = (Membership.objects.select_related("assignment")
+                  .filter(campaign=campaign, worker=worker).first())
+    if membership is None:
+        if not (join and campaign.open_to_all):
+            raise RoutingError("You are not a member of this campaign.", "not_member", 404)
+        membership, _ = Membership.objects.get_or_create(campaign=campaign, worker=worker)
+    if membership.blocked or worker.blocked:
+        raise RoutingError("You have been blocked from this campaign.", "blocked", 403)
+    return membership
+
+
+def ensure_assignment(membership: Membership) -> Assignment:
+    assignment = membership.assignment
+    if assignment is None or assignment.state != Assignment.State.ACTIVE:
+        assignment = Assignment.objects.create(campaign_id=membership.campaign_id, worker_id=membership.worker_id)
+        Membership.objects.filter(pk=membership.pk).update(assignment=assignment)
+        membership.assignment = assignment
+    return assignment
+
+
+# --- stages: training, qualification, work ----------------------------------------------------
+
+
+def stage_of(campaign: Campaign, membership: Membership) -> str:
+    """"training", "qualification", "failed", or "work"."""
+    if membership.training_done_at is None and campaign.tasks.filter(role=Task.Role.TRAINING).exists():
+        return "training"
+    if campaign.qualification_pass_mark is not None and membership.qualified is not True:
+        if membership.qualified is False:
+            return "failed"
+        if campaign.tasks.filter(role=Task.Role.QUALIFICATION).exists():
+            return "qualification"
+    return "work"
+
+
+@dataclass
+class Served:
+    """What the annotator gets: a reserved task, or why there is none."""
+
+    reservation: Reservation | None
+    task: Task | None
+    stage: str
+    message: str = ""
+
+
+def _reserve(task: Task, worker: Worker, campaign: Campaign, assignment: Assignment | None, now) -> Reservation:
+    return Reservation.objects.create(task=task, worker=worker, campaign=campaign, assignment=assignment,
+                                      expires_at=now + timedelta(seconds=campaign.reservation_seconds))
+
+
+def _live_reservation(campaign: Campaign, worker: Worker, now) -> Reservation | None:
+    return (Reservation.objects.select_related("task", "task__image", "task__caption")
+            .filter(campaign=campaign, worker=worker, expires_at__gt=now).order_by("created_at").first())
+
+
+def _next_special(campaign, worker, membership, role, now) -> Served:
+    """The next training or qualification item (in their order), reserved without counters."""
+    task = (campaign.tasks.filter(role=role).exclude(votes__worker=worker)
+            .select_related("image", "caption").order_by("position", "pk").first())
+    stage = "training" if role == Task.Role.TRAINING else "qualification"
+    if task is None:  # all answered: settle the stage
+        settle_stage(campaign, membership, role)
+        return None
+    try:
+        with transaction.atomic():
+            res = _reserve(task, worker, campaign, membership.assignment, now)
+    except IntegrityError:
+        res = Reservation.objects.get(task=task, worker=worker)
+        Reservation.objects.filter(pk=res.pk).update(expires_at=now + timedelta(seconds=campaign.reservation_seconds))
+    return Served(res, task, stage)
+
+
+def settle_stage(campaign: Campaign, membership: Membership, role: str) -> None:
+    now = timezone.now()
+    if role == Task.Role.TRAINING:
+        membership.training_done_at = now
+        Membership.objects.filter(pk=membership.pk).update(training_done_at=now)
+        return
+    total = campaign.tasks.filter(role=Task.Role.QUALIFICATION).count()
+    correct = Vote.objects.filter(campaign=campaign, worker_id=membership.worker_id,
+                                  role=Task.Role.QUALIFICATION, correct=True).count()
+    score = correct / total if total else 1.0
+    membership.qualification_score = score
+    membership.qualified = score >= (campaign.qualification_pass_mark or 0.0)
+    Membership.objects.filter(pk=membership.pk).update(qualification_score=score, qualified=membership.qualified)
+
+
+def next_task(campaign: Campaign, worker: Worker, membership: Membership | None = None) -> Served:
+    """Reserve the worker's next task: their live reservation if they hold one (a reload shows the
+    same task), else training, qualification, maybe a gold item, else the best open task."""
+    if campaign.status != Campaign.Status.RUNNING:
+        raise RoutingError(f"This campaign is {campaign.get_status_display().lower()}.", "not_running", 409)
+    membership = membership or membership_for(campaign, worker)
+    now = timezone.now()
+    live = _live_reservation(campaign, worker, now)
+    if live is not None:
+        return Served(live, live.task, _stage_for_role(live.task.role))
+    ensure_assignment(membership)
+    for role in (Task.Role.TRAINING, Task.Role.QUALIFICATION):
+        stage = stage_of(campaign, membership)
+        if stage == "failed":
+            return Served(None, None, "failed", "You did not reach the qualification test's pass mark.")
+        if stage == _stage_for_role(role):
+            served = _next_special(campaign, worker, membership, role, now)
+            if served is not None:
+                return served
+    if stage_of(campaign, membership) == "failed":
+        return Served(None, None, "failed", "You did not reach the qualification test's pass mark.")
+    if campaign.gold_rate > 0 and random.random() < campaign.gold_rate:
+        gold = (campaign.tasks.filter(role=Task.Role.GOLD).exclude(votes__worker=worker)
+                .exclude(reservations__worker=worker).select_related("image", "caption").order_by("?").first())
+        if gold is not None:
+            try:
+                with transaction.atomic():
+                    return Served(_reserve(gold, worker, campaign, membership.assignment, now), gold, "work")
+            except IntegrityError:
+                pass
+    for attempt in range(2):
+        served = _claim_real(campaign, worker, membership, now)
+        if served is not None:
+            return served
+        if attempt == 0 and not sweep_expired(campaign, now=now):
+            break
+    return Served(None, None, "done", "There are no more tasks for you in this campaign. Thank you!")
+
+
+def _stage_for_role(role: str) -> str:
+    return {"training": "training", "qualification": "qualification"}.get(role, "work")
+
+
+def _claim_real(campaign, worker, membership, now) -> Served | None:
+    with transaction.atomic():
+        qs = (Task.objects.filter(campaign=campaign, role=Task.Role.REAL, status=Task.Status.OPEN,
+                                  votes_required__gt=F("votes_count") + F("reserved_count"))
+              .exclude(pk__in=Vote.objects.filter(worker=worker, campaign=campaign).values("task_id"))
+              .exclude(pk__in=Reservation.objects.filter(worker=worker, campaign=campaign).values("task_id"))
+              .order_by("priority", "pk"))
+        if connection.features.has_select_for_update_skip_locked:
+            qs = qs.select_for_update(skip_locked=True)
+        task = qs.first()
+        if task is None:
+            return None
+        reservation = _reserve(task, worker, campaign, membership.assignment, now)
+        Task.objects.filter(pk=task.pk).update(reserved_count=F("reserved_count") + 1)
+        task.reserved_count += 1
+    task = Task.objects.select_related("image", "caption").get(pk=task.pk)
+    return Served(reservation, task, "work")
+
+
+def sweep_expired(campaign: Campaign | None = None, *, now=None) -> int:
+    """Return expired reservations' tasks to the pool; the number released."""
+    now = now or timezone.now()
+    expired = Reservation.objects.filter(expires_at__lte=now)
+    if campaign is not None:
+        expired = expired.filter(campaign=campaign)
+    released = 0
+    for task_id in set(expired.values_list("task_id", flat=True)[:5000]):
+        with transaction.atomic():
+            task = Task.objects.select_for_update().filter(pk=task_id).first()
+            if task is None:
+                continue
+            n, _ = Reservation.objects.filter(task_id=task_id, expires_at__lte=now).delete()
+            if n and task.role == Task.Role.REAL:
+                Task.objects.filter(pk=task_id).update(reserved_count=max(task.reserved_count - n, 0))
+            released += n
+    return released
+
+
+def release(campaign: Campaign, worker: Worker, task_id: int) -> bool:
+    """The worker gives a reserved task back (skip)."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(pk=task_id, campaign=campaign).first()
+        if task is None:
+            return False
+        n, _ = Reservation.objects.filter(task=task, worker=worker).delete()
+        if n and task.role == Task.Role.REAL:
+            Task.objects.filter(pk=task.pk).update(reserved_count=max(task.reserved_count - n, 0))
+    return bool(n)
+
+
+# --- votes ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Submitted:
+    vote: Vote
+    created: bool
+    feedback: dict | None = None  # training: expected answer and explanation
+
+
+def submit_vote(campaign: Campaign, worker: Worker, task_id: int, value, *, seconds: float = 0.0,
+                membership: Membership | None = None) -> Submitted:
+    """Record the worker's vote on a task they reserved. A replay returns the stored vote."""
+    kind = campaign.kind_spec
+    try:
+        seconds = min(max(float(seconds or 0.0), 0.0), 86400.0)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    now = timezone.now()
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(pk=task_id, campaign=campaign).first()
+        if task is None:
+            raise RoutingError("No such task in this campaign.", "no_task", 404)
+        task.campaign = campaign
+        reservation = Reservation.objects.filter(task=task, worker=worker).first()
+        if reservation is None:
+            existing = Vote.objects.filter(task=task, worker=worker).first()
+            if existing is not None:  # double click or replay: one vote
+                return Submitted(existing, False, _feedback(kind, task, existing))
+            raise RoutingError("This task is not reserved to you; fetch the next task.", "not_reserved", 409)
+        expired = reservation.expires_at <= now
+        if expired:  # committed below, then refused: the task really goes back to the pool
+            reservation.delete()
+            if task.role == Task.Role.REAL:
+                Task.objects.filter(pk=task.pk).update(reserved_count=max(task.reserved_count - 1, 0))
+        else:
+            vote, caption = _record(campaign, kind, task, worker, reservation, value, seconds)
+    if expired:
+        raise RoutingError("Your reservation of this task expired; it went back to the pool.", "expired", 410)
+    if caption is not None and campaign.rate_campaign_id:
+        feed_rating_campaign(campaign.rate_campaign, caption)
+    return Submitted(vote, True, _feedback(kind, task, vote))
+
+
+def _record(campaign, kind, task, worker, reservation, value, seconds):
+    """Store a vote on a task whose row the caller has locked and that the worker reserved."""
+    try:
+        clean = kind.validate(value, task)
+    except VoteInvalid as exc:
+        raise RoutingError(str(exc), "invalid_value", 400) from None
+    correct = None
+    if task.role != Task.Role.REAL:
+        gold = GoldAnswer.objects.filter(task=task).first()
+        if gold is not None:
+            correct = kind.is_correct(clean, gold.value, gold.tolerance)
+    caption = None
+    if kind.target == "image" and task.role == Task.Role.REAL:
+        caption = _crowd_caption(campaign, task, worker, reservation, clean["text"])
+    vote = Vote.objects.create(task=task, worker=worker, campaign=campaign, assignment_id=reservation.assignment_id,
+                               role=task.role, value=clean, correct=correct, seconds=seconds, caption=caption)
+    reservation.delete()
+    if task.role == Task.Role.REAL:
+        _count_vote(campaign, kind, task)
+    member_update = {"votes": F("votes") + 1, "seconds": F("seconds") + seconds}
+    if task.role == Task.Role.GOLD:
+        member_update["gold_seen"] = F("gold_seen") + 1
+        if correct:
+            member_update["gold_correct"] = F("gold_correct") + 1
+    Membership.objects.filter(campaign=campaign, worker=worker).update(**member_update)
+    if reservation.assignment_id:
+        Assignment.objects.filter(pk=reservation.assignment_id).update(
+            tasks_done=F("tasks_done") + 1, seconds=F("seconds") + seconds)
+    return vote, caption
+
+
+def _feedback(kind, task, vote) -> dict | None:
+    if task.role != Task.Role.TRAINING:
+        return None
+    gold = GoldAnswer.objects.filter(task=task).first()
+    if gold is None:
+        return None
+    return {"correct": vote.correct, "expected": gold.value, "feedback": gold.feedback}
+
+
+def _count_vote(campaign: Campaign, kind, task: Task) -> None:
+    """Counters and dynamic overlap, with the task row locked by the caller."""
+    votes_count = task.votes_count + 1
+    reserved = max(task.reserved_count - 1, 0)
+    required = task.votes_required
+    update = {"votes_count": votes_count, "reserved_count": reserved}
+    labels = None
+    if campaign.dynamic_overlap or campaign.priority == Campaign.Priority.ENTROPY:
+        labels = [_dynamic_label(kind, v) for v in Vote.objects.filter(
+            task=task, worker__memberships__campaign=campaign, worker__memberships__blocked=False
+        ).values_list("value", flat=True)]
+        labels = [x for x in labels if x is not None]
+    if campaign.dynamic_overlap and labels:
+        top = max(labels.count(x) for x in set(labels)) / len(labels)
+        floor = min(campaign.votes_per_item, required)
+        if votes_count >= floor and top >= campaign.confidence_threshold:
+            required = votes_count
+        elif votes_count >= required and top < campaign.confidence_threshold:
+            required = min(required + 1, max(campaign.max_votes_per_item, campaign.votes_per_item))
+        update["votes_required"] = required
+    if campaign.priority == Campaign.Priority.ENTROPY and labels:
+        update["priority"] = -entropy(labels)
+    if votes_count >= required:
+        update["status"] = Task.Status.DONE
+        update["done_at"] = timezone.now()
+    Task.objects.filter(pk=task.pk).update(**update)
+
+
+def _dynamic_label(kind, value):
+    side = getattr(kind, "side", None)
+    return side(value) if side else kind.label_of(value)
+
+
+def entropy(labels) -> float:
+    n = len(labels)
+    if not n:
+        return 0.0
+    return -sum((c / n) * math.log2(c / n) for c in (labels.count(x) for x in set(labels)))
+
+
+def _crowd_caption(campaign, task, worker, reservation, text) -> Caption:
+    caption = Caption(image_id=task.image_id, text=text, origin=Caption.Origin.CROWD, language=campaign.text_language,
+                      source=f"campaign {campaign.pk} worker {worker.pk}",
+                      metadata={"campaign": campaign.pk, "task": task.pk, "worker": worker.pk,
+                                "assignment": reservation.assignment_id})
+    caption.save()
+    return caption
+
+
+def feed_rating_campaign(rating: Campaign, caption: Caption) -> Task | None:
+    """Write, then rate (seed 001's evaluate-filter-correct loop): a crowd caption becomes a task."""
+    if rating.kind_spec.target != "caption":
+        return None
+    position = (rating.tasks.order_by("-position").values_list("position", flat=True).first() or 0) + 1
+    task, _ = Task.objects.get_or_create(
+        campaign=rating, role=Task.Role.REAL, caption=caption,
+        defaults={"image_id": caption.image_id, "votes_required": rating.votes_per_item, "position": position,
+                  "priority": float(position) if rating.priority == Campaign.Priority.ORDER else 0.0})
+    return task
+
+
+def edit_vote(campaign: Campaign, worker: Worker, vote_id: int, value) -> Vote:
+    """Change a vote within the campaign's edit window; the old value stays in the audit trail."""
+    with transaction.atomic():
+        vote = Vote.objects.select_for_update().select_related("task").filter(
+            pk=vote_id, campaign=campaign, worker=worker).first()
+        if vote is None:
+            raise RoutingError("No such vote of yours.", "no_vote", 404)
+        if timezone.now() - vote.created_at > timedelta(seconds=campaign.edit_window_seconds):
+            raise RoutingError("The edit window of this vote has closed.", "edit_closed", 409)
+        if vote.role == Task.Role.TRAINING or vote.role == Task.Role.QUALIFICATION:
+            raise RoutingError("Training and qualification answers cannot be changed.", "not_editable", 409)
+        kind = campaign.kind_spec
+        if kind.target == "image":
+            raise RoutingError("A written caption cannot be changed; write a new one.", "not_editable", 409)
+        try:
+            clean = kind.validate(value, vote.task)
+        except VoteInvalid as exc:
+            raise RoutingError(str(exc), "invalid_value", 400) from None
+        if clean != vote.value:
+            VoteEdit.objects.create(vote=vote, old_value=vote.value, new_value=clean)
+            vote.value = clean
+            if vote.role == Task.Role.GOLD:
+                gold = GoldAnswer.objects.filter(task=vote.task).first()
+                if gold is not None:
+                    was, vote.correct = vote.correct, kind.is_correct(clean, gold.value, gold.tolerance)
+                    if was != vote.correct:
+                        delta = 1 if vote.correct else -1
+                        Membership.objects.filter(campaign=campaign, worker=worker).update(
+                            gold_correct=F("gold_correct") + delta)
+            vote.save(update_fields=["value", "correct", "updated_at"])
+    return vote
+
+
+def last_editable_vote(campaign: Campaign, worker: Worker) -> Vote | None:
+    cutoff = timezone.now() - timedelta(seconds=campaign.edit_window_seconds)
+    return (Vote.objects.select_related("task", "task__image", "task__caption")
+            .filter(campaign=campaign, worker=worker, created_at__gt=cutoff,
+                    role__in=(Task.Role.REAL, Task.Role.GOLD))
+            .order_by("-created_at").first())
+
+
+def block_worker(campaign: Campaign, worker: Worker, *, reason: str = "", blocked: bool = True) -> int:
+    """Block (or unblock) a worker: their votes leave the counts and aggregation, their reserved
+    and voted tasks go back to the pool. Returns the number of tasks reopened."""
+    Membership.objects.update_or_create(campaign=campaign, worker=worker,
+                                        defaults={"blocked": blocked, "blocked_reason": reason[:300]})
+    task_ids = set(Vote.objects.filter(campaign=campaign, worker=worker, role=Task.Role.REAL)
+                   .values_list("task_id", flat=True))
+    task_ids |= set(Reservation.objects.filter(campaign=campaign, worker=worker).values_list("task_id", flat=True))
+    reopened = 0
+    for task_id in sorted(task_ids):
+        with transaction.atomic():
+            task = Task.objects.select_for_update().get(pk=task_id)
+            if blocked:
+                Reservation.objects.filter(task=task, worker=worker).delete()
+            counted = (Vote.objects.filter(task=task).exclude(
+                worker__memberships__campaign=campaign, worker__memberships__blocked=True).count())
+            live = Reservation.objects.filter(task=task).count() if task.role == Task.Role.REAL else 0
+            status = Task.Status.DONE if counted >= task.votes_required else Task.Status.OPEN
+            if status == Task.Status.OPEN and task.status == Task.Status.DONE:
+                reopened += 1
+            Task.objects.filter(pk=task.pk).update(votes_count=counted, reserved_count=live, status=status,
+                                                   done_at=task.done_at if status == Task.Status.DONE else None)
+    return reopened
+
+
+__all__ = ["RoutingError", "Served", "Submitted", "next_task", "submit_vote", "edit_vote", "release",
+           "sweep_expired", "block_worker", "worker_for_user", "membership_for", "last_editable_vote",
+           "feed_rating_campaign", "entropy", "stage_of"]

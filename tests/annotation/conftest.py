@@ -1,0 +1,69 @@
+"""Fixtures for campaign tests: a small collection of images with real alt-text captions (the
+seed papers' examples), a curator, annotators, and campaign factories."""
+import pytest
+from django.contrib.auth.models import Group
+
+from annotation import services
+from annotation.routing import worker_for_user
+from captionlab import roles
+from curation.models import Caption, Collection, Image
+
+# Alt-texts from seed 002 (Conceptual Captions, Table 1 / Figure 1) and comments from seed 000.
+TEXTS = [
+    "Harrison Ford attends the premiere of the film in Los Angeles.",
+    "actor attends the premiere of the film",
+    "Trees in the snow on a cold winter morning.",
+    "A big fluffy dog running on the beach at sunset.",
+    "the rusty tractor against the golden wheat field",
+    "great shot",
+    "nice colors",
+    "The blue door contrasts with the white wall.",
+    "pop artist performs at the festival in a city",
+    "a small boat in the harbour at dawn",
+    "two children play in the park near a fountain",
+    "an old castle on a hill under a cloudy sky",
+]
+
+
+def make_collection(name="Campaign photos", n=12, captions_per_image=1):
+    collection = Collection.objects.create(name=name, source_kind=Collection.SourceKind.WEB_ALT_TEXT)
+    images = []
+    for i in range(n):
+        image = Image.objects.create(collection=collection, sha256=f"{i:064x}", width=640, height=480,
+                                     format="JPEG", external_id=f"img-{i}", status=Image.Status.READY)
+        images.append(image)
+        for j in range(captions_per_image):
+            text = TEXTS[(i + j) % len(TEXTS)] + ("" if j == 0 else f" (variant {j})")
+            Caption.objects.create(image=image, text=text, origin=Caption.Origin.ALT_TEXT, source=f"s{j}")
+    return collection
+
+
+def make_annotators(django_user_model, n, prefix="ann"):
+    group, _ = Group.objects.get_or_create(name=roles.ANNOTATOR)
+    users = []
+    for i in range(n):
+        user = django_user_model.objects.create_user(username=f"{prefix}{i}", password=f"{prefix}{i}-pw-123")
+        user.groups.add(group)
+        users.append(user)
+    return users
+
+
+@pytest.fixture
+def collection(db):
+    return make_collection()
+
+
+@pytest.fixture
+def make_campaign(db, alice):
+    def factory(kind="fluency", *, collection=None, members=(), status="running", selection=None, **fields):
+        collection = collection or make_collection(name=f"photos for {kind} {Collection.objects.count()}")
+        sel = {"collection": collection.pk, **(selection or {})}
+        return services.campaign_create(name=fields.pop("name", f"{kind} campaign {collection.pk}"), kind=kind,
+                                        selection=sel, user=alice, members=members, status=status, **fields)
+
+    return factory
+
+
+@pytest.fixture
+def bob_worker(bob):
+    return worker_for_user(bob)
