@@ -14,7 +14,11 @@ never a copy of the pages or the routing. Every kind declares:
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
+
+
+_TAG = re.compile(r"<[^>]*>")
 
 
 class VoteInvalid(ValueError):
@@ -130,8 +134,8 @@ class WriteKind(Kind):
         if len(text) > campaign.text_max_chars:
             raise VoteInvalid(f"The caption is too long: {len(text)} characters, at most "
                               f"{campaign.text_max_chars}.")
-        if not any(ch.isalpha() for ch in text):
-            raise VoteInvalid("The caption has no words.")
+        if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
+            raise VoteInvalid("The caption has no words (markup alone is not a caption).")
         return {"text": text}
 
     def label_of(self, value):

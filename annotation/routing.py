@@ -13,16 +13,24 @@ On PostgreSQL the next task is chosen with ``FOR UPDATE SKIP LOCKED``: concurren
 row another worker is reserving instead of queueing on it. SQLite has no row locks; there a write
 transaction locks the database (``BEGIN IMMEDIATE`` semantics come from the first write), which is
 correct, only slower.
+
+Speed (the annotator's loop runs hundreds of times a second): on PostgreSQL a claim is one
+statement (``SKIP LOCKED`` pick, counter bump and reservation insert in a data-modifying CTE) and
+a plain vote is two (the task row locked together with the worker's reservation, then the vote
+insert, reservation delete and counter updates in one CTE); everything else, and every other
+database, takes the ORM path, which keeps the same invariants. The number of queries of a fetch
+and of a submit does not depend on the campaign's size (tests/annotation/test_api_hot.py).
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from .kinds import VoteInvalid
@@ -73,16 +81,32 @@ def ensure_assignment(membership: Membership) -> Assignment:
 # --- stages: training, qualification, work ----------------------------------------------------
 
 
-def stage_of(campaign: Campaign, membership: Membership) -> str:
-    """"training", "qualification", "failed", or "work"."""
-    if membership.training_done_at is None and campaign.tasks.filter(role=Task.Role.TRAINING).exists():
+def stage_of(campaign: Campaign, membership: Membership, special_roles: set | None = None) -> str:
+    """"training", "qualification", "failed", or "work". ``special_roles`` (the roles among
+    training and qualification the campaign has tasks of) saves the queries when known."""
+    def has(role):
+        if special_roles is not None:
+            return role in special_roles
+        return campaign.tasks.filter(role=role).exists()
+
+    if membership.training_done_at is None and has(Task.Role.TRAINING):
         return "training"
     if campaign.qualification_pass_mark is not None and membership.qualified is not True:
         if membership.qualified is False:
             return "failed"
-        if campaign.tasks.filter(role=Task.Role.QUALIFICATION).exists():
+        if has(Task.Role.QUALIFICATION):
             return "qualification"
     return "work"
+
+
+def _special_roles(campaign: Campaign, membership: Membership) -> set:
+    """The special roles the campaign has tasks of, in one query, and none at all once the member
+    is past both stages (the common case on the hot path)."""
+    if membership.training_done_at is not None and (campaign.qualification_pass_mark is None
+                                                    or membership.qualified is not None):
+        return set()
+    return set(Task.objects.filter(campaign=campaign, role__in=(Task.Role.TRAINING, Task.Role.QUALIFICATION))
+               .order_by().values_list("role", flat=True).distinct())
 
 
 @dataclass
@@ -101,8 +125,62 @@ def _reserve(task: Task, worker: Worker, campaign: Campaign, assignment: Assignm
 
 
 def _live_reservation(campaign: Campaign, worker: Worker, now) -> Reservation | None:
+    if connection.vendor == "postgresql":
+        return _live_reservation_pg(campaign, worker, now)
     return (Reservation.objects.select_related("task", "task__image", "task__caption")
             .filter(campaign=campaign, worker=worker, expires_at__gt=now).order_by("created_at").first())
+
+
+# --- PostgreSQL: the hot statements as plain SQL ----------------------------------------------
+# Building an ORM query costs far more CPU than PostgreSQL spends running these (measured with
+# benchmarks/annotate_load.py), so the statements run on every fetch and vote are written once.
+
+_TASK_FIELDS = list(Task._meta.concrete_fields)
+_SQL: dict[str, str] = {}
+
+
+def _sql(name: str, build) -> str:
+    text = _SQL.get(name)
+    if text is None:
+        text = _SQL[name] = build()
+    return text
+
+
+def _task_columns(alias: str = "t") -> str:
+    return ", ".join(f'{alias}."{f.column}"' for f in _TASK_FIELDS)
+
+
+def _task_from_row(values, campaign: Campaign, caption_text=None) -> Task:
+    """A Task from its columns in field order (JSON decoded as the ORM does), with its campaign
+    and, when the row has one, a caption holding only id and text (the rest loads on access)."""
+    values = [f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+              for f, v in zip(_TASK_FIELDS, values)]
+    task = Task.from_db(connection.alias, [f.attname for f in _TASK_FIELDS], values)
+    task.campaign = campaign
+    if task.caption_id is not None and caption_text is not None:
+        task.caption = Caption.from_db(connection.alias, ["id", "image_id", "text"],
+                                       [task.caption_id, task.image_id, caption_text])
+    return task
+
+
+def _live_reservation_pg(campaign, worker, now) -> Reservation | None:
+    sql = _sql("live", lambda: f"""
+        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, c.text, {_task_columns()}
+        FROM {Reservation._meta.db_table} r
+        JOIN {Task._meta.db_table} t ON t.id = r.task_id
+        LEFT JOIN {Caption._meta.db_table} c ON c.id = t.caption_id
+        WHERE r.worker_id = %s AND r.campaign_id = %s AND r.expires_at > %s
+        ORDER BY r.created_at LIMIT 1""")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [worker.pk, campaign.pk, now])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    task = _task_from_row(row[5:], campaign, row[4])
+    reservation = Reservation(pk=row[0], task=task, worker=worker, campaign=campaign, assignment_id=row[1],
+                              created_at=row[2], expires_at=row[3])
+    reservation._state.adding, reservation._state.db = False, connection.alias
+    return reservation
 
 
 def _next_special(campaign, worker, membership, role, now) -> Served:
@@ -148,15 +226,20 @@ def next_task(campaign: Campaign, worker: Worker, membership: Membership | None 
     if live is not None:
         return Served(live, live.task, _stage_for_role(live.task.role))
     ensure_assignment(membership)
+    special = _special_roles(campaign, membership)
+    if membership.training_done_at is None and Task.Role.TRAINING not in special:
+        # No training in this campaign when the worker starts: they are past it for good, so
+        # later fetches skip the check (training comes before the first real task, not after).
+        settle_stage(campaign, membership, Task.Role.TRAINING)
     for role in (Task.Role.TRAINING, Task.Role.QUALIFICATION):
-        stage = stage_of(campaign, membership)
+        stage = stage_of(campaign, membership, special)
         if stage == "failed":
             return Served(None, None, "failed", "You did not reach the qualification test's pass mark.")
         if stage == _stage_for_role(role):
             served = _next_special(campaign, worker, membership, role, now)
             if served is not None:
                 return served
-    if stage_of(campaign, membership) == "failed":
+    if stage_of(campaign, membership, special) == "failed":
         return Served(None, None, "failed", "You did not reach the qualification test's pass mark.")
     if campaign.gold_rate > 0 and random.random() < campaign.gold_rate:
         gold = (campaign.tasks.filter(role=Task.Role.GOLD).exclude(votes__worker=worker)
@@ -181,11 +264,13 @@ def _stage_for_role(role: str) -> str:
 
 
 def _claim_real(campaign, worker, membership, now) -> Served | None:
+    if connection.vendor == "postgresql":
+        return _claim_real_pg(campaign, worker, membership, now)
     with transaction.atomic():
         qs = (Task.objects.filter(campaign=campaign, role=Task.Role.REAL, status=Task.Status.OPEN,
                                   votes_required__gt=F("votes_count") + F("reserved_count"))
-              .exclude(pk__in=Vote.objects.filter(worker=worker, campaign=campaign).values("task_id"))
-              .exclude(pk__in=Reservation.objects.filter(worker=worker, campaign=campaign).values("task_id"))
+              .exclude(Exists(Vote.objects.filter(task=OuterRef("pk"), worker=worker)))
+              .exclude(Exists(Reservation.objects.filter(task=OuterRef("pk"), worker=worker)))
               .order_by("priority", "pk"))
         if connection.features.has_select_for_update_skip_locked:
             qs = qs.select_for_update(skip_locked=True)
@@ -196,6 +281,73 @@ def _claim_real(campaign, worker, membership, now) -> Served | None:
         Task.objects.filter(pk=task.pk).update(reserved_count=F("reserved_count") + 1)
         task.reserved_count += 1
     task = Task.objects.select_related("image", "caption").get(pk=task.pk)
+    return Served(reservation, task, "work")
+
+
+def _claim_sql() -> str:
+    """One statement: pick the best open task this worker has neither voted on nor reserved,
+    skipping rows other workers are locking, bump its counter, insert the reservation, and return
+    the task with its caption's text. The picked row stays locked until the statement commits, and
+    PostgreSQL re-checks ``votes_required > votes_count + reserved_count`` on the newest row version
+    when it locks it, so the counter invariant holds as on the ORM path."""
+    task, vote, res, cap = (m._meta.db_table for m in (Task, Vote, Reservation, Caption))
+    columns = _task_columns()
+    return f"""
+        WITH picked AS (
+            SELECT t.id FROM {task} t
+            WHERE t.campaign_id = %(campaign)s AND t.role = 'real' AND t.status = 'open'
+              AND t.votes_required > t.votes_count + t.reserved_count
+              AND NOT EXISTS (SELECT 1 FROM {vote} v WHERE v.task_id = t.id AND v.worker_id = %(worker)s)
+              AND NOT EXISTS (SELECT 1 FROM {res} r WHERE r.task_id = t.id AND r.worker_id = %(worker)s)
+            ORDER BY t.priority, t.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        ), bumped AS (
+            UPDATE {task} t SET reserved_count = t.reserved_count + 1
+            FROM picked WHERE t.id = picked.id
+            RETURNING {columns}
+        ), reserved AS (
+            INSERT INTO {res} (task_id, worker_id, campaign_id, assignment_id, created_at, expires_at)
+            SELECT id, %(worker)s, %(campaign)s, %(assignment)s, %(now)s, %(expires)s FROM bumped
+            RETURNING id
+        )
+        SELECT reserved.id, c.text, t.* FROM reserved, bumped t LEFT JOIN {cap} c ON c.id = t.caption_id
+    """
+
+
+def _outermost(conn) -> bool:
+    """True inside a transaction this code opened itself (not a caller's or a test's), where a
+    SET LOCAL applies to exactly this transaction."""
+    return conn.in_atomic_block and len(conn.atomic_blocks) == 1
+
+
+def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
+    assignment_id = membership.assignment_id
+    expires = now + timedelta(seconds=campaign.reservation_seconds)
+    params = {"campaign": campaign.pk, "worker": worker.pk, "assignment": assignment_id, "now": now,
+              "expires": expires}
+    row = None
+    for attempt in range(3):
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                if _outermost(connection):
+                    # A reservation need not survive a crash (the worker fetches again), so its
+                    # commit does not wait for the WAL flush: a vote's commit, which does,
+                    # flushes every earlier commit with it, so no stored vote can depend on a
+                    # lost reservation. This takes the disk's fsync off every fetch.
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+                cursor.execute(_sql("claim", _claim_sql), params)
+                row = cursor.fetchone()
+            break
+        except IntegrityError:  # the same worker claimed meanwhile (two tabs): pick again
+            row = None
+    if row is None:
+        return None
+    reservation_id, caption_text, values = row[0], row[1], row[2:]
+    task = _task_from_row(values, campaign, caption_text)
+    reservation = Reservation(pk=reservation_id, task=task, worker=worker, campaign=campaign,
+                              assignment_id=assignment_id, created_at=now, expires_at=expires)
+    reservation._state.adding, reservation._state.db = False, connection.alias
     return Served(reservation, task, "work")
 
 
@@ -248,13 +400,13 @@ def submit_vote(campaign: Campaign, worker: Worker, task_id: int, value, *, seco
         seconds = min(max(float(seconds or 0.0), 0.0), 86400.0)
     except (TypeError, ValueError):
         seconds = 0.0
+    if seconds != seconds:  # NaN
+        seconds = 0.0
     now = timezone.now()
     with transaction.atomic():
-        task = Task.objects.select_for_update().filter(pk=task_id, campaign=campaign).first()
+        task, reservation = _lock_task(campaign, worker, task_id)
         if task is None:
             raise RoutingError("No such task in this campaign.", "no_task", 404)
-        task.campaign = campaign
-        reservation = Reservation.objects.filter(task=task, worker=worker).first()
         if reservation is None:
             existing = Vote.objects.filter(task=task, worker=worker).first()
             if existing is not None:  # double click or replay: one vote
@@ -266,7 +418,7 @@ def submit_vote(campaign: Campaign, worker: Worker, task_id: int, value, *, seco
             if task.role == Task.Role.REAL:
                 Task.objects.filter(pk=task.pk).update(reserved_count=max(task.reserved_count - 1, 0))
         else:
-            vote, caption = _record(campaign, kind, task, worker, reservation, value, seconds)
+            vote, caption = _record(campaign, kind, task, worker, reservation, value, seconds, now)
     if expired:
         raise RoutingError("Your reservation of this task expired; it went back to the pool.", "expired", 410)
     if caption is not None and campaign.rate_campaign_id:
@@ -274,12 +426,61 @@ def submit_vote(campaign: Campaign, worker: Worker, task_id: int, value, *, seco
     return Submitted(vote, True, _feedback(kind, task, vote))
 
 
-def _record(campaign, kind, task, worker, reservation, value, seconds):
+def _lock_task(campaign, worker, task_id):
+    """The task row, locked, and the worker's reservation of it, in one query (the reservation
+    is read under the task's lock, as every change to it happens under that lock)."""
+    if connection.vendor == "postgresql":
+        return _lock_task_pg(campaign, worker, task_id)
+    mine = Reservation.objects.filter(task=OuterRef("pk"), worker=worker)
+    task = (Task.objects.select_for_update().filter(pk=task_id, campaign=campaign)
+            .annotate(_res_id=Subquery(mine.values("pk")[:1]), _res_expires=Subquery(mine.values("expires_at")[:1]),
+                      _res_assignment=Subquery(mine.values("assignment_id")[:1]))
+            .first())
+    if task is None:
+        return None, None
+    task.campaign = campaign
+    if task._res_id is None:
+        return task, None
+    reservation = Reservation(pk=task._res_id, task=task, worker=worker, campaign=campaign,
+                              assignment_id=task._res_assignment, expires_at=task._res_expires)
+    reservation._state.adding, reservation._state.db = False, task._state.db
+    return task, reservation
+
+
+def _lock_task_pg(campaign, worker, task_id):
+    sql = _sql("lock", lambda: f"""
+        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, {_task_columns()}
+        FROM {Task._meta.db_table} t
+        LEFT JOIN {Reservation._meta.db_table} r ON r.task_id = t.id AND r.worker_id = %s
+        WHERE t.id = %s AND t.campaign_id = %s
+        FOR UPDATE OF t""")
+    try:
+        task_id = int(task_id)
+    except (TypeError, ValueError):
+        return None, None
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [worker.pk, task_id, campaign.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    task = _task_from_row(row[4:], campaign)
+    if row[0] is None:
+        return task, None
+    reservation = Reservation(pk=row[0], task=task, worker=worker, campaign=campaign, assignment_id=row[1],
+                              created_at=row[2], expires_at=row[3])
+    reservation._state.adding, reservation._state.db = False, connection.alias
+    return task, reservation
+
+
+def _record(campaign, kind, task, worker, reservation, value, seconds, now=None):
     """Store a vote on a task whose row the caller has locked and that the worker reserved."""
     try:
         clean = kind.validate(value, task)
     except VoteInvalid as exc:
         raise RoutingError(str(exc), "invalid_value", 400) from None
+    if (connection.vendor == "postgresql" and task.role == Task.Role.REAL and kind.target != "image"
+            and not campaign.dynamic_overlap and campaign.priority != Campaign.Priority.ENTROPY):
+        return _record_plain_pg(campaign, task, worker, reservation, clean, seconds, now or timezone.now()), None
     correct = None
     if task.role != Task.Role.REAL:
         gold = GoldAnswer.objects.filter(task=task).first()
@@ -303,6 +504,53 @@ def _record(campaign, kind, task, worker, reservation, value, seconds):
         Assignment.objects.filter(pk=reservation.assignment_id).update(
             tasks_done=F("tasks_done") + 1, seconds=F("seconds") + seconds)
     return vote, caption
+
+
+def _plain_vote_sql() -> str:
+    task, vote, res, member, assignment = (m._meta.db_table for m in (Task, Vote, Reservation, Membership,
+                                                                        Assignment))
+    return f"""
+        WITH v AS (
+            INSERT INTO {vote} (task_id, worker_id, campaign_id, assignment_id, role, value, correct, seconds,
+                                caption_id, created_at, updated_at)
+            VALUES (%(task)s, %(worker)s, %(campaign)s, %(assignment)s, 'real', %(value)s::jsonb, NULL,
+                    %(seconds)s, NULL, %(now)s, %(now)s)
+            RETURNING id
+        ), r AS (
+            DELETE FROM {res} WHERE id = %(reservation)s
+        ), t AS (
+            UPDATE {task} SET votes_count = %(votes_count)s, reserved_count = %(reserved_count)s,
+                              status = %(status)s, done_at = %(done_at)s
+            WHERE id = %(task)s
+        ), m AS (
+            UPDATE {member} SET votes = votes + 1, seconds = seconds + %(seconds)s
+            WHERE campaign_id = %(campaign)s AND worker_id = %(worker)s
+        ), a AS (
+            UPDATE {assignment} SET tasks_done = tasks_done + 1, seconds = seconds + %(seconds)s
+            WHERE id = %(assignment)s
+        )
+        SELECT id FROM v
+    """
+
+
+def _record_plain_pg(campaign, task, worker, reservation, clean, seconds, now) -> Vote:
+    """The common vote (a real task, fixed overlap, not a written caption) in one statement: the
+    vote, the reservation's delete and every counter, with the task row locked by the caller, so
+    the same invariants hold as on the ORM path."""
+    votes_count = task.votes_count + 1
+    done = votes_count >= task.votes_required
+    params = {"task": task.pk, "worker": worker.pk, "campaign": campaign.pk, "assignment": reservation.assignment_id,
+              "value": json.dumps(clean), "seconds": seconds, "now": now, "reservation": reservation.pk,
+              "votes_count": votes_count, "reserved_count": max(task.reserved_count - 1, 0),
+              "status": Task.Status.DONE if done else task.status, "done_at": now if done else task.done_at}
+    with connection.cursor() as cursor:
+        cursor.execute(_sql("vote", _plain_vote_sql), params)
+        (vote_id,) = cursor.fetchone()
+    vote = Vote(pk=vote_id, task=task, worker=worker, campaign=campaign, assignment_id=reservation.assignment_id,
+                role=Task.Role.REAL, value=clean, correct=None, seconds=seconds, caption=None, created_at=now,
+                updated_at=now)
+    vote._state.adding, vote._state.db = False, connection.alias
+    return vote
 
 
 def _feedback(kind, task, vote) -> dict | None:

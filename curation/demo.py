@@ -48,6 +48,7 @@ SIDECAR = "captions.csv"
 # (role, username, is_staff, is_superuser)
 USERS = (
     (roles.ANNOTATOR, "demo-annotator", False, False),
+    (roles.ANNOTATOR, "demo-annotator-2", False, False),  # campaigns need two voices
     (roles.CURATOR, "demo-curator", False, False),
     (roles.ADMIN, "demo-admin", True, True),
 )

@@ -76,7 +76,9 @@ def home(request):
             )
         return render(request, f"home/{role}.html", context)
     if role == roles.ANNOTATOR:
-        return render(request, "home/annotator.html", {})
+        from annotation.views_annotate import annotator_home_context
+
+        return render(request, "home/annotator.html", annotator_home_context(request.user))
     return render(request, "home/no_role.html", {})
 
 

@@ -43,7 +43,7 @@ def test_the_demo_loads_users_and_photographs_and_a_rerun_duplicates_nothing(db,
     output = run_demo()
 
     passwords = printed_passwords(output)
-    assert set(passwords) == {"demo-annotator", "demo-curator", "demo-admin"}
+    assert set(passwords) == {"demo-annotator", "demo-annotator-2", "demo-curator", "demo-admin"}
     assert "/accounts/login/" in output
     for username, password in passwords.items():
         user = authenticate(username=username, password=password)

@@ -12,7 +12,7 @@ from curation.models import Caption
 
 class Command(BaseCommand):
     help = (
-        "Creates the demo users (demo-annotator, demo-curator, demo-admin) with fresh passwords and "
+        "Creates the demo users (demo-annotator, demo-annotator-2, demo-curator, demo-admin) with fresh passwords and "
         f"the collection {demo.COLLECTION_NAME!r} of the photographs shipped with scikit-image, "
         "imported through the real ingest. Idempotent."
     )

@@ -1,0 +1,165 @@
+"""Curator forms of the campaign pages. They parse and type the input only; the rules (ranges,
+a score range needing a run, an empty selection) live in ``annotation.services`` so the API and
+the commands get the same answers. A ``CampaignError`` from there is put back on its field."""
+from __future__ import annotations
+
+from django import forms
+
+from curation.models import Caption, Collection, FilterRun
+
+from . import services
+from .kinds import KIND_CHOICES, KINDS
+from .models import Campaign, Task
+
+OUTCOME_CHOICES = [("", "Every item the run decided on"), ("keep", "Kept items"), ("drop", "Dropped items")]
+SELECTION_FIELDS = ("collection", "run", "step", "outcome", "score_min", "score_max", "origin", "sample", "seed")
+
+
+class KindSelect(forms.RadioSelect):
+    """Radio buttons that carry each kind's description (rendered by the create template)."""
+
+
+class CampaignForm(forms.Form):
+    name = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"autocomplete": "off"}),
+                           error_messages={"required": "A campaign needs a name."})
+    kind = forms.ChoiceField(choices=KIND_CHOICES, widget=KindSelect,
+                             error_messages={"invalid_choice": "Unknown campaign kind %(value)s: choose one of the "
+                                                               "kinds listed."})
+    start = forms.BooleanField(required=False, label="Start right away (otherwise the campaign stays a draft)")
+    # The selection.
+    collection = forms.ModelChoiceField(queryset=Collection.objects.order_by("name"), empty_label="Choose a collection",
+                                        error_messages={"required": "Choose a collection.",
+                                                        "invalid_choice": "Choose an existing collection."})
+    run = forms.ModelChoiceField(queryset=FilterRun.objects.select_related("pipeline", "collection")
+                                 .order_by("-created_at"), required=False, empty_label="No filter run",
+                                 label="Filter run", help_text="Its decisions select the captions.",
+                                 error_messages={"invalid_choice": "Choose an existing filter run."})
+    step = forms.IntegerField(required=False, min_value=0, label="Step of the run",
+                              help_text="Needed for kept / dropped by one filter and for a score range.")
+    outcome = forms.ChoiceField(choices=OUTCOME_CHOICES, required=False, label="Items")
+    score_min = forms.FloatField(required=False, label="Score from")
+    score_max = forms.FloatField(required=False, label="Score to")
+    origin = forms.ChoiceField(choices=[("", "Any origin")] + list(Caption.Origin.choices), required=False,
+                               label="Caption origin")
+    sample = forms.IntegerField(required=False, label="Random sample size", help_text="Empty: every selected item.")
+    seed = forms.IntegerField(required=False, initial=0, label="Sample seed")
+    # The settings.
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 8}),
+                                   help_text="Markdown. Raw HTML is not rendered.")
+    votes_per_item = forms.IntegerField(required=False, label="Votes per item",
+                                        help_text="Empty: the kind's default.")
+    dynamic_overlap = forms.BooleanField(required=False, label="Dynamic overlap: stop early on agreement, ask "
+                                                               "for more votes on disagreement")
+    max_votes_per_item = forms.IntegerField(required=False, initial=5, label="Maximum votes per item")
+    confidence_threshold = forms.FloatField(required=False, initial=0.8, label="Confidence threshold")
+    gold_rate = forms.FloatField(required=False, initial=0.0, label="Gold rate",
+                                 help_text="Share of served tasks that are gold items (0 to 0.5).")
+    reservation_seconds = forms.IntegerField(required=False, initial=600, label="Reservation timeout (seconds)")
+    edit_window_seconds = forms.IntegerField(required=False, initial=120, min_value=0,
+                                             label="Edit window (seconds)")
+    priority = forms.ChoiceField(choices=Campaign.Priority.choices, initial=Campaign.Priority.ORDER)
+    qualification_pass_mark = forms.FloatField(required=False, label="Qualification pass mark",
+                                               help_text="Share of qualification items to get right (0 to 1); "
+                                                         "empty: no qualification test.")
+    text_min_chars = forms.IntegerField(required=False, initial=10, min_value=0, label="Caption length from (chars)")
+    text_max_chars = forms.IntegerField(required=False, initial=300, label="Caption length to (chars)")
+    rate_campaign = forms.ModelChoiceField(queryset=Campaign.objects.order_by("name"), required=False,
+                                           empty_label="None", label="Send written captions to",
+                                           help_text="A rating campaign that gets each written caption as a task.")
+    members = forms.ModelMultipleChoiceField(queryset=services.eligible_annotators(), required=False,
+                                             widget=forms.SelectMultiple(attrs={"size": 6}),
+                                             help_text="Annotators who may work on the campaign.")
+    open_to_all = forms.BooleanField(required=False, label="Open to every annotator")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["members"].queryset = services.eligible_annotators()  # fresh per request
+        self.fields["rate_campaign"].queryset = Campaign.objects.filter(
+            kind__in=[k for k, spec in KINDS.items() if spec.target == "caption"]).order_by("name")
+
+    def clean_name(self):
+        name = (self.cleaned_data.get("name") or "").strip()
+        if not name:
+            raise forms.ValidationError("A campaign needs a name.")
+        return name
+
+    def clean(self):
+        data = super().clean()
+        run, step = data.get("run"), data.get("step")
+        if run is not None and step is not None and step >= len(run.snapshot or []):
+            self.add_error("step", f"Run #{run.pk} has {len(run.snapshot or [])} steps; choose one of them.")
+        if step is not None and run is None:
+            self.add_error("run", "A step needs a filter run.")
+        return data
+
+    def selection(self) -> dict:
+        data = self.cleaned_data
+        selection = {
+            "collection": data["collection"].pk if data.get("collection") else None,
+            "run": data["run"].pk if data.get("run") else None,
+            "step": data.get("step"),
+            "outcome": data.get("outcome") or "",
+            "score_min": data.get("score_min"),
+            "score_max": data.get("score_max"),
+            "origin": data.get("origin") or "",
+            "sample": data.get("sample"),
+            "seed": data.get("seed") or 0,
+        }
+        return {k: v for k, v in selection.items() if v not in (None, "")} | {"collection": selection["collection"]}
+
+    def settings(self) -> dict:
+        """The campaign settings for ``services.campaign_create``: empty fields keep the defaults."""
+        data = self.cleaned_data
+        names = ("instructions", "votes_per_item", "dynamic_overlap", "max_votes_per_item", "confidence_threshold",
+                 "gold_rate", "reservation_seconds", "edit_window_seconds", "priority", "qualification_pass_mark",
+                 "text_min_chars", "text_max_chars", "rate_campaign", "open_to_all")
+        return {name: data.get(name) for name in names if data.get(name) not in (None, "")}
+
+    @staticmethod
+    def kinds():
+        """(value, label, description, seed) for the kind radio buttons."""
+        return [(k.name, k.label, k.description, k.seed) for k in KINDS.values()]
+
+    @staticmethod
+    def run_steps():
+        """For the step select: each recent run with its snapshot's steps."""
+        runs = FilterRun.objects.select_related("pipeline", "collection").order_by("-created_at")[:50]
+        return [(run, [(i, step.get("filter", "?")) for i, step in enumerate(run.snapshot or [])]) for run in runs]
+
+
+class MembersForm(forms.Form):
+    members = forms.ModelMultipleChoiceField(queryset=services.eligible_annotators(), required=True,
+                                             widget=forms.CheckboxSelectMultiple,
+                                             error_messages={"required": "Choose at least one annotator."})
+
+    def __init__(self, *args, campaign=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        qs = services.eligible_annotators()
+        if campaign is not None:
+            qs = qs.exclude(worker__memberships__campaign=campaign)
+        self.fields["members"].queryset = qs
+
+
+GOLD_ROLES = [(Task.Role.GOLD, "Gold item"), (Task.Role.TRAINING, "Training example"),
+              (Task.Role.QUALIFICATION, "Qualification item")]
+
+
+class GoldForm(forms.Form):
+    """One task's expected answer. The value's shape depends on the kind: a choice, a score, a
+    text, or (candidate kinds) a JSON object of ratings; the kind validates it in ``set_gold``."""
+
+    task = forms.IntegerField()
+    role = forms.ChoiceField(choices=GOLD_ROLES, error_messages={"invalid_choice": "Role must be gold, training or "
+                                                                                   "qualification."})
+    value = forms.CharField(required=False, max_length=10_000)
+    feedback = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    tolerance = forms.FloatField(required=False, min_value=0)
+
+
+class BlockForm(forms.Form):
+    worker = forms.IntegerField()
+    action = forms.ChoiceField(choices=[("block", "Block"), ("unblock", "Unblock")])
+    reason = forms.CharField(required=False, max_length=300)
+
+
+__all__ = ["CampaignForm", "MembersForm", "GoldForm", "BlockForm", "SELECTION_FIELDS", "GOLD_ROLES"]

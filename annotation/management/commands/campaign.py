@@ -1,0 +1,219 @@
+"""manage.py campaign: create, list, start/pause/finish, aggregate and export crowd campaigns.
+
+    manage.py campaign create --name "Fluency 1" --kind fluency --collection demo --sample 50 --members a,b --start
+    manage.py campaign list
+    manage.py campaign status 3 paused
+    manage.py campaign aggregate 3
+    manage.py campaign export-votes 3 --out votes.csv
+
+Every write goes through ``annotation.services`` (the same rules as the pages and the API); a bad
+argument stops with a CommandError that says what to fix.
+"""
+from __future__ import annotations
+
+import csv
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count, Q
+
+from annotation import services
+from annotation.kinds import KINDS
+from annotation.models import Campaign, Membership, Task, Vote
+from curation.models import Caption, Collection
+
+STATUSES = [Campaign.Status.RUNNING, Campaign.Status.PAUSED, Campaign.Status.FINISHED]
+EXPORT_COLUMNS = ["vote", "task", "role", "image", "caption", "worker", "worker_name", "worker_blocked", "label",
+                  "value", "correct", "seconds", "edits", "created_at", "updated_at"]
+
+
+def _spreadsheet_safe(text: str) -> str:
+    """A cell a spreadsheet will not run as a formula (a worker's name could start with '=')."""
+    return "'" + text if text and text[0] in "=+-@\t\r" else text
+
+
+class Command(BaseCommand):
+    help = "Crowd campaigns: create from a selection, list, change status, aggregate, export votes."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="subcommand", metavar="{create,list,status,aggregate,export-votes}")
+        sub.required = True
+
+        create = sub.add_parser("create", help="create a campaign from a selection of a collection")
+        create.add_argument("--name", required=True)
+        create.add_argument("--kind", required=True, help=f"one of: {', '.join(KINDS)}")
+        create.add_argument("--collection", required=True, help="collection id or name")
+        create.add_argument("--run", type=int, help="a filter run over the collection")
+        create.add_argument("--step", type=int, help="the run's step whose decisions select the items (from 0)")
+        create.add_argument("--outcome", choices=["keep", "drop"], help="only the items the step kept or dropped")
+        create.add_argument("--score-min", type=float, help="lowest step score (needs --run and --step)")
+        create.add_argument("--score-max", type=float, help="highest step score (needs --run and --step)")
+        create.add_argument("--origin", choices=Caption.Origin.values, help="only captions of this origin")
+        create.add_argument("--sample", type=int, help="a random sample of this many items")
+        create.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+        create.add_argument("--votes-per-item", type=int)
+        create.add_argument("--gold-rate", type=float)
+        create.add_argument("--reservation-seconds", type=int)
+        create.add_argument("--priority", choices=Campaign.Priority.values)
+        create.add_argument("--instructions", help="Markdown instructions, or @file to read them from a file")
+        create.add_argument("--open-to-all", action="store_true", help="every annotator may join")
+        create.add_argument("--members", default="", help="comma-separated usernames of annotators")
+        create.add_argument("--start", action="store_true", help="create it running rather than as a draft")
+
+        sub.add_parser("list", help="list campaigns with their progress")
+
+        status = sub.add_parser("status", help="start, pause or finish a campaign")
+        status.add_argument("campaign", help="campaign id or name")
+        status.add_argument("status", choices=STATUSES)
+
+        aggregate = sub.add_parser("aggregate", help="aggregate the votes now and print agreement and labels")
+        aggregate.add_argument("campaign", help="campaign id or name")
+
+        export = sub.add_parser("export-votes", help="write every vote of a campaign to a CSV file")
+        export.add_argument("campaign", help="campaign id or name")
+        export.add_argument("--out", required=True, help="CSV file to write, or - for standard output")
+
+    def handle(self, *args, subcommand, **options):
+        handler = {"create": self.create, "list": self.list, "status": self.status, "aggregate": self.aggregate,
+                   "export-votes": self.export_votes}[subcommand]
+        handler(**options)
+
+    # --- lookups ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _collection(ref: str) -> Collection:
+        found = Collection.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
+        found = found or Collection.objects.filter(name=ref).first()
+        if found is None:
+            raise CommandError(f"No collection with id or name {ref!r}.")
+        return found
+
+    @staticmethod
+    def _campaign(ref: str) -> Campaign:
+        found = Campaign.objects.filter(pk=int(ref)).first() if str(ref).isdigit() else None
+        found = found or Campaign.objects.filter(name=ref).first()
+        if found is None:
+            raise CommandError(f"No campaign with id or name {ref!r}.")
+        return found
+
+    # --- subcommands ------------------------------------------------------------------------
+
+    def create(self, *, name, kind, collection, members, start, instructions, open_to_all, **options):
+        if kind not in KINDS:
+            raise CommandError(f"Unknown kind {kind!r}; choose one of {', '.join(KINDS)}.")
+        lo, hi = options.get("score_min"), options.get("score_max")
+        if (lo is not None or hi is not None) and (options.get("run") is None or options.get("step") is None):
+            raise CommandError("A score range (--score-min/--score-max) needs --run and --step.")
+        if lo is not None and hi is not None and lo > hi:
+            raise CommandError("The score range is empty: --score-max is below --score-min.")
+        coll = self._collection(collection)
+        selection = {"collection": coll.pk, "run": options.get("run"), "step": options.get("step"),
+                     "outcome": options.get("outcome"), "score_min": lo, "score_max": hi,
+                     "origin": options.get("origin"), "sample": options.get("sample"), "seed": options.get("seed")}
+        if instructions and instructions.startswith("@"):
+            try:
+                with open(instructions[1:], encoding="utf-8") as fh:
+                    instructions = fh.read()
+            except OSError as exc:
+                raise CommandError(f"Cannot read the instructions file: {exc}") from None
+        usernames = [u.strip() for u in members.split(",") if u.strip()]
+        from annotation.serializers import resolve_annotators
+        from rest_framework.exceptions import ValidationError
+
+        try:
+            users = resolve_annotators(usernames)
+        except ValidationError as exc:
+            raise CommandError(" ".join(str(m) for m in exc.detail)) from None
+        settings = {"votes_per_item": options.get("votes_per_item"), "gold_rate": options.get("gold_rate"),
+                    "reservation_seconds": options.get("reservation_seconds"), "priority": options.get("priority"),
+                    "instructions": instructions, "open_to_all": open_to_all or None}
+        try:
+            campaign = services.campaign_create(
+                name=name, kind=kind, selection=selection, members=users,
+                status=Campaign.Status.RUNNING if start else Campaign.Status.DRAFT, **settings)
+        except services.CampaignError as exc:
+            where = f" (--{exc.field.replace('_', '-')})" if exc.field else ""
+            raise CommandError(f"{exc.message}{where}") from None
+        tasks = campaign.tasks.count()
+        self.stdout.write(self.style.SUCCESS(
+            f"Campaign #{campaign.pk} {campaign.name!r}: {campaign.kind}, {tasks} tasks, "
+            f"{campaign.votes_per_item} votes per item, {len(users)} members, {campaign.status}."))
+
+    def list(self, **options):
+        campaigns = Campaign.objects.annotate(
+            n_tasks=Count("tasks", filter=Q(tasks__role=Task.Role.REAL), distinct=True),
+            n_done=Count("tasks", filter=Q(tasks__role=Task.Role.REAL, tasks__status=Task.Status.DONE),
+                         distinct=True),
+        ).order_by("pk")
+        votes = dict(Vote.objects.filter(role=Task.Role.REAL).values_list("campaign").annotate(n=Count("pk")))
+        members = dict(Membership.objects.values_list("campaign").annotate(n=Count("pk")))
+        self.stdout.write(f"{'id':>4}  {'name':<32} {'kind':<22} {'status':<9} {'done':>12} {'votes':>7} "
+                          f"{'members':>7}")
+        for c in campaigns:
+            self.stdout.write(f"{c.pk:>4}  {c.name[:32]:<32} {c.kind:<22} {c.status:<9} "
+                              f"{f'{c.n_done}/{c.n_tasks}':>12} {votes.get(c.pk, 0):>7} {members.get(c.pk, 0):>7}")
+        if not campaigns:
+            self.stdout.write("No campaigns yet; create one with `manage.py campaign create`.")
+
+    def status(self, *, campaign, status, **options):
+        camp = self._campaign(campaign)
+        try:
+            services.set_status(camp, status)
+        except services.CampaignError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(self.style.SUCCESS(f"Campaign #{camp.pk} {camp.name!r} is now {camp.status}."))
+
+    def aggregate(self, *, campaign, **options):
+        camp = self._campaign(campaign)
+        try:
+            from annotation.aggregation import aggregate_campaign
+        except ImportError as exc:
+            raise CommandError(f"Aggregation is not available: {exc}") from None
+        aggregate_campaign(camp.pk)
+        camp.refresh_from_db()
+        stats = camp.stats or {}
+        agreement = stats.get("agreement") or {}
+        alpha = agreement.get("alpha")
+        self.stdout.write(f"Campaign #{camp.pk} {camp.name!r}: {stats.get('n_votes', 0)} votes on "
+                          f"{stats.get('n_tasks_aggregated', 0)} of {stats.get('n_tasks', 0)} tasks aggregated")
+        alpha_text = "n/a (too few overlapping votes)" if alpha is None else f"{alpha:.3f}"
+        self.stdout.write(f"Krippendorff's alpha ({agreement.get('metric', '-')}): {alpha_text}"
+                          f" over {agreement.get('n_items', 0)} items")
+        for part, value in sorted((agreement.get("per_part") or {}).items()):
+            self.stdout.write(f"  {part}: {'n/a' if value is None else f'{value:.3f}'}")
+        distribution = stats.get("label_distribution") or {}
+        for method in sorted(distribution):
+            counts = ", ".join(f"{label} {n}" for label, n in sorted(distribution[method].items(),
+                                                                      key=lambda kv: (-kv[1], str(kv[0]))))
+            self.stdout.write(f"{method}: {counts or '-'}")
+        if not distribution:
+            self.stdout.write("No aggregated labels yet.")
+
+    def export_votes(self, *, campaign, out, **options):
+        camp = self._campaign(campaign)
+        blocked = set(Membership.objects.filter(campaign=camp, blocked=True).values_list("worker_id", flat=True))
+        kind = camp.kind_spec
+        votes = (Vote.objects.filter(campaign=camp).select_related("task", "worker__user")
+                 .annotate(n_edits=Count("edits")).order_by("pk"))
+        try:
+            fh = self.stdout if out == "-" else open(out, "w", newline="", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"Cannot write {out}: {exc}") from None
+        n = 0
+        try:
+            writer = csv.writer(fh)
+            writer.writerow(EXPORT_COLUMNS)
+            for vote in votes.iterator(chunk_size=2000):
+                label = kind.label_of(vote.value)
+                writer.writerow([vote.pk, vote.task_id, vote.role, vote.task.image_id, vote.task.caption_id or "",
+                                 vote.worker_id, _spreadsheet_safe(str(vote.worker)),
+                                 int(vote.worker_id in blocked), "" if label is None else _spreadsheet_safe(str(label)),
+                                 json.dumps(vote.value, ensure_ascii=False, sort_keys=True),
+                                 "" if vote.correct is None else int(vote.correct), f"{vote.seconds:.3f}",
+                                 vote.n_edits, vote.created_at.isoformat(), vote.updated_at.isoformat()])
+                n += 1
+        finally:
+            if out != "-":
+                fh.close()
+        if out != "-":
+            self.stdout.write(self.style.SUCCESS(f"Wrote {n} votes of campaign #{camp.pk} to {out}."))

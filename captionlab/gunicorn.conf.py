@@ -1,0 +1,37 @@
+"""gunicorn settings for the CaptionLab web processes (``gunicorn captionlab.wsgi -c captionlab/gunicorn.conf.py``).
+
+Worker class and count, measured with benchmarks/annotate_load.py on the 2-core machine (8 s per
+level, 5,000 tasks, the machine also busy with other work, load average 5-7), votes/s at 1 and
+at 32 concurrent annotators:
+
+    gthread, 3 workers x 4 threads    38 / 91
+    sync,    8 workers                69 / 83   (no keep-alive: a TCP connection per request)
+    gthread, 2 workers x 8 threads    46 / 112  <- the default
+
+- ``gthread`` keeps HTTP connections alive and lets one thread run Python while others wait on
+  PostgreSQL or Redis; with ``CONN_MAX_AGE`` each thread keeps its own database connection.
+- One worker process per core: more processes only add context switches on 2 cores that
+  PostgreSQL shares; 8 threads each give 16 requests in flight, enough to cover the waits on the
+  database's commits (the vote's WAL flush) and 16 persistent connections, far under
+  max_connections.
+- The sync worker answers a lone annotator faster (no thread hand-off) but falls behind under
+  concurrency, which is what the platform is for.
+
+Every value can be overridden from the environment (GUNICORN_WORKERS, GUNICORN_THREADS,
+GUNICORN_WORKER_CLASS, GUNICORN_BIND) or on the command line.
+"""
+import multiprocessing
+import os
+
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
+workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count()))
+threads = int(os.environ.get("GUNICORN_THREADS", 8))
+keepalive = 30  # seconds an idle keep-alive connection stays open (annotators pause to think)
+preload_app = True  # import Django once in the master; workers fork with it (less memory, faster start)
+max_requests = 20000  # recycle a worker now and then, jittered so they do not restart together
+max_requests_jitter = 2000
+timeout = 60
+graceful_timeout = 30
+accesslog = None
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "warning")

@@ -1,0 +1,204 @@
+/* The annotator's work page: keyboard, timers, live caption checks (the keys are listed on the page).
+ *
+ *   1-9              pick an answer (choices); on a candidate grid, rate the focused row (the first
+ *                    unrated row when none has the focus) and move on to the next row
+ *   Tab / Shift+Tab  next / previous rating row; arrow keys change the focused row's rating
+ *   Enter            submit; after a training example, continue
+ *   u / Backspace    undo: re-open the last answer to change it (within the edit window)
+ *   i                show or hide the instructions
+ *
+ * Every action is a plain form (htmx swaps the task panel when it is there; the form posts without
+ * it), so the keys only pick inputs and submit the page's own forms. The server is the authority on
+ * every check; the length and language notes here only help while typing.
+ */
+(function () {
+  "use strict";
+
+  var PANEL = "#task-panel";
+  var started = Date.now();
+  var ticker = null;
+
+  function panel() { return document.querySelector(PANEL); }
+  function voteForm() { var p = panel(); return p && p.querySelector('[data-role="vote-form"]'); }
+
+  function typing(element) {
+    if (!element || !element.tagName) return false;
+    if (element.isContentEditable) return true;
+    var tag = element.tagName;
+    if (tag === "TEXTAREA" || tag === "SELECT") return true;
+    if (tag === "INPUT") return ["checkbox", "radio", "button", "submit", "reset", "range", "hidden"].indexOf(element.type) < 0;
+    return false;
+  }
+
+  function submit(form) {
+    if (!form) return;
+    var button = form.querySelector('button[type="submit"]');
+    if (button && button.disabled) return;
+    if (form.requestSubmit) form.requestSubmit(); else if (button) button.click();
+  }
+
+  function clock(seconds) {
+    var m = Math.floor(seconds / 60), s = Math.floor(seconds % 60);
+    return m + ":" + (s < 10 ? "0" : "") + s;
+  }
+
+  // --- a new panel: restart the item timer, focus the first control, wire the caption checks ----
+
+  function setUp() {
+    started = Date.now();
+    var p = panel();
+    if (!p) return;
+    if (ticker) clearInterval(ticker);
+    var timer = p.querySelector('[data-role="task-timer"]');
+    if (timer) ticker = setInterval(function () { timer.textContent = clock((Date.now() - started) / 1000); }, 1000);
+    var text = p.querySelector('[data-role="caption-input"]');
+    if (text) { checkCaption(text); text.focus(); text.setSelectionRange(text.value.length, text.value.length); return; }
+    var go = p.querySelector('[data-role="continue"]');
+    if (go) { go.focus(); return; }
+    var slider = p.querySelector('[data-role="slider"]');
+    if (slider) { slider.focus(); return; }
+    var row = p.querySelector('[data-role="rating-row"]');
+    if (row) focusRow(row);
+  }
+
+  // --- candidate grids: one radio group per caption and dimension --------------------------------
+
+  function rows() { var p = panel(); return p ? Array.prototype.slice.call(p.querySelectorAll('[data-role="rating-row"]')) : []; }
+
+  function focusRow(row) {
+    var radio = row.querySelector("input:checked") || row.querySelector("input");
+    if (radio) { radio.focus({ preventScroll: true }); row.scrollIntoView({ block: "nearest" }); }
+  }
+
+  function rateRow(key, active) {
+    var list = rows();
+    var row = active && active.closest ? active.closest('[data-role="rating-row"]') : null;
+    if (!row) row = list.filter(function (r) { return !r.querySelector("input:checked"); })[0] || list[0];
+    if (!row) return false;
+    var radio = row.querySelector('input[data-key="' + key + '"]');
+    if (!radio) return false;
+    radio.checked = true;
+    radio.dispatchEvent(new Event("change", { bubbles: true }));
+    var next = list[list.indexOf(row) + 1];
+    if (next) focusRow(next); else radio.focus();
+    return true;
+  }
+
+  function pick(key) {
+    var p = panel();
+    if (!p) return false;
+    var radio = p.querySelector('[data-role="choices"] input[data-key="' + key + '"]');
+    if (!radio || radio.disabled) return false;
+    radio.checked = true;
+    radio.focus({ preventScroll: true });
+    radio.dispatchEvent(new Event("change", { bubbles: true }));
+    return true;
+  }
+
+  // --- the caption box: live length against the campaign's limits, and a rough language note ------
+
+  var STOPWORDS = ("a an the and or of in on at to with by for from is are was were be being has have " +
+    "his her their its this that these those there it he she they two three some while near under over " +
+    "into up down man woman people dog boy girl").split(" ");
+
+  function looksEnglish(text) {
+    var letters = text.match(/\p{L}/gu) || [];
+    if (letters.length < 12) return null; // too little to tell
+    var ascii = letters.filter(function (c) { return c >= "A" && c <= "z"; }).length;
+    if (ascii / letters.length < 0.85) return false;
+    var words = text.toLowerCase().match(/[a-z']+/g) || [];
+    if (words.length < 4) return null;
+    return words.some(function (w) { return STOPWORDS.indexOf(w) >= 0; });
+  }
+
+  function checkCaption(box) {
+    var p = panel();
+    if (!p) return;
+    var text = box.value.split(/\s+/).filter(Boolean).join(" "); // what the server counts
+    var min = parseInt(box.dataset.min, 10) || 0, max = parseInt(box.dataset.max, 10) || Infinity;
+    var meter = p.querySelector('[data-role="length"]');
+    var count = p.querySelector('[data-role="count"]');
+    if (count) count.textContent = text.length;
+    if (meter) {
+      meter.classList.toggle("is-short", text.length > 0 && text.length < min);
+      meter.classList.toggle("is-long", text.length > max);
+      meter.classList.toggle("is-ok", text.length >= min && text.length <= max);
+    }
+    var note = p.querySelector('[data-role="language"]');
+    if (!note) return;
+    var english = box.dataset.language && box.dataset.language.slice(0, 2) === "en" ? looksEnglish(text) : null;
+    note.textContent = english === false ? "This does not look like English; this campaign asks for captions in English." :
+      (english ? "Looks like English." : "");
+    note.classList.toggle("is-warning", english === false);
+  }
+
+  document.addEventListener("input", function (event) {
+    var target = event.target;
+    if (target.matches && target.matches('[data-role="caption-input"]')) checkCaption(target);
+    if (target.matches && target.matches('[data-role="slider"]')) {
+      var out = panel() && panel().querySelector('[data-role="score"]');
+      if (out) out.textContent = target.value;
+    }
+  });
+
+  // --- the time taken, posted with the vote (capture: before htmx reads the form) ------------------
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var field = form.querySelector && form.querySelector('[data-role="seconds"]');
+    if (field) field.value = ((Date.now() - started) / 1000).toFixed(1);
+  }, true);
+
+  // --- keys ------------------------------------------------------------------------------------------
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
+    var p = panel();
+    if (!p) return;
+    var target = event.target;
+    if (typing(target)) {
+      // In the caption box Enter submits (a caption is one sentence); Shift+Enter is a new line.
+      if (event.key === "Enter" && !event.shiftKey && target.matches('[data-role="caption-input"]')) {
+        event.preventDefault();
+        submit(voteForm());
+      }
+      return;
+    }
+    var tag = target && target.tagName;
+    if (event.key === "Enter") {
+      if (tag === "A" || tag === "BUTTON" || tag === "SUMMARY") return; // its own action
+      var go = p.querySelector('[data-role="continue"]');
+      if (go) { event.preventDefault(); go.click(); return; }
+      if (voteForm()) { event.preventDefault(); submit(voteForm()); }
+      return;
+    }
+    if (/^[0-9]$/.test(event.key)) {
+      if (pick(event.key) || rateRow(event.key, target)) event.preventDefault();
+      return;
+    }
+    if (event.key === "u" || event.key === "U" || event.key === "Backspace") {
+      var undo = p.querySelector('[data-role="undo-form"]');
+      if (undo) { event.preventDefault(); submit(undo); }
+      return;
+    }
+    if (event.key === "i") {
+      var drawer = document.getElementById("instructions");
+      if (drawer) { event.preventDefault(); drawer.open = !drawer.open; }
+    }
+  });
+
+  // --- htmx: show refusals (4xx) in the panel, as the page without htmx does -----------------------
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr && xhr.status >= 400 && xhr.status < 500 && xhr.getResponseHeader("X-Annotate-Panel")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+  // After the settle, not the swap: htmx restores the attributes of elements whose id did not change
+  // (the length meter's class among them) during the settle, which would undo what setUp sets.
+  document.addEventListener("htmx:afterSettle", function () { if (panel()) setUp(); });
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp); else setUp();
+})();

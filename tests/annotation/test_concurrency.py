@@ -1,0 +1,186 @@
+"""Routing under real concurrency on PostgreSQL: many annotators voting at once on one campaign.
+
+Each thread is a different annotator with its own database connection; they start together at a
+barrier and work until nothing is left. At the end every task has exactly its required votes, no
+worker voted twice on a task, every acknowledged vote is stored and nothing else is, and the
+counters on the task rows agree with the vote and reservation rows.
+"""
+import threading
+import time
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+from django.urls import include, path, reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from annotation.models import Campaign, Membership, Reservation, Task, Vote
+from annotation.routing import RoutingError, next_task, submit_vote, worker_for_user
+
+from ..conftest import REQUIRE_SERVICES
+from .conftest import make_annotators, make_collection
+
+urlpatterns = [path("api/", include("annotation.api_hot")), path("", include("curation.urls"))]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+
+THREADS = 16
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only():
+    if connection.vendor != "postgresql":
+        message = ("concurrency tests need PostgreSQL (row locks with SKIP LOCKED): "
+                   "set DATABASE_URL=postgres://...")
+        if REQUIRE_SERVICES:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _campaign(make_campaign, users, n_tasks=40, votes=3, **fields):
+    collection = make_collection(name=f"concurrency {n_tasks}", n=n_tasks)
+    return make_campaign("quality", collection=collection, members=users, votes_per_item=votes, **fields)
+
+
+def _run_threads(target, args_per_thread):
+    """Start every thread at once (a barrier); each closes its own connection; errors re-raised."""
+    barrier = threading.Barrier(len(args_per_thread))
+    errors = []
+
+    def wrapped(*args):
+        try:
+            barrier.wait(timeout=30)
+            target(*args)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=wrapped, args=args) for args in args_per_thread]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    assert not errors, errors
+
+
+def _check_exact(campaign, acknowledged):
+    """Every task exactly full, no duplicates, acknowledged == stored, counters == rows."""
+    votes = Vote.objects.filter(campaign=campaign)
+    stored = set(votes.values_list("pk", flat=True))
+    assert len(acknowledged) == len(set(acknowledged)), "a vote id was acknowledged twice"
+    assert set(acknowledged) == stored, (len(acknowledged), len(stored))
+    pairs = list(votes.values_list("task_id", "worker_id"))
+    assert len(pairs) == len(set(pairs)), "a worker voted twice on a task"
+    per_task = Counter(task_id for task_id, _ in pairs)
+    live = Counter(Reservation.objects.filter(campaign=campaign).values_list("task_id", flat=True))
+    tasks = list(Task.objects.filter(campaign=campaign))
+    for task in tasks:
+        assert per_task[task.pk] == task.votes_required == task.votes_count, task
+        assert task.reserved_count == live[task.pk] == 0, task
+        assert task.status == Task.Status.DONE
+    assert sum(per_task.values()) == sum(t.votes_required for t in tasks)
+    # each member's vote counter agrees with their rows
+    by_worker = dict(votes.values("worker_id").annotate(n=Count("pk")).values_list("worker_id", "n"))
+    for m in Membership.objects.filter(campaign=campaign):
+        assert m.votes == by_worker.get(m.worker_id, 0)
+
+
+def test_sixteen_workers_through_the_service_layer(make_campaign, django_user_model):
+    users = make_annotators(django_user_model, THREADS)
+    campaign = _campaign(make_campaign, users, n_tasks=60, votes=3)
+    acknowledged, lock = [], threading.Lock()
+
+    def work(user):
+        camp = Campaign.objects.get(pk=campaign.pk)
+        worker = worker_for_user(user)
+        while True:
+            served = next_task(camp, worker)
+            if served.task is None:
+                assert served.stage == "done"
+                return
+            result = submit_vote(camp, worker, served.task.pk, "good" if served.task.pk % 2 else "bad", seconds=0.1)
+            assert result.created
+            with lock:
+                acknowledged.append(result.vote.pk)
+
+    _run_threads(work, [(u,) for u in users])
+    _check_exact(campaign, acknowledged)
+    assert len(acknowledged) == 60 * 3
+
+
+def test_sixteen_workers_through_the_http_api(make_campaign, django_user_model):
+    users = make_annotators(django_user_model, THREADS, prefix="http")
+    campaign = _campaign(make_campaign, users, n_tasks=40, votes=4)
+    tokens = {u.pk: Token.objects.create(user=u).key for u in users}
+    acknowledged, lock = [], threading.Lock()
+    next_url = reverse("api-campaign-next", args=[campaign.pk])
+
+    def work(user):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {tokens[user.pk]}")
+        while True:
+            resp = client.post(next_url, format="json")
+            assert resp.status_code == 200, resp.content
+            body = resp.json()
+            if body["task"] is None:
+                assert body["stage"] == "done"
+                return
+            url = reverse("api-task-vote", args=[campaign.pk, body["task"]["id"]])
+            resp = client.post(url, {"value": "good", "seconds": 0.2}, format="json")
+            assert resp.status_code == 201, resp.content
+            # a double submit of the same vote is acknowledged with the same id, not stored twice
+            replay = client.post(url, {"value": "bad", "seconds": 0.2}, format="json")
+            assert replay.status_code == 200 and replay.json()["vote"] == resp.json()["vote"]
+            with lock:
+                acknowledged.append(resp.json()["vote"])
+
+    _run_threads(work, [(u,) for u in users])
+    _check_exact(campaign, acknowledged)
+    assert len(acknowledged) == 40 * 4
+    assert set(Vote.objects.filter(campaign=campaign).values_list("value__label", flat=True)) == {"good"}
+
+
+def test_expiring_reservations_and_abandoned_tasks_still_end_exact(make_campaign, django_user_model):
+    users = make_annotators(django_user_model, THREADS, prefix="exp")
+    campaign = _campaign(make_campaign, users, n_tasks=30, votes=3)
+    Campaign.objects.filter(pk=campaign.pk).update(reservation_seconds=1)  # below the form's minimum
+    acknowledged, refused, lock = [], Counter(), threading.Lock()
+
+    def work(user, index):
+        camp = Campaign.objects.get(pk=campaign.pk)
+        worker = worker_for_user(user)
+        done_votes = 0
+        late = index % 4 == 1  # these once come back after their reservation expired
+        while True:
+            served = next_task(camp, worker)
+            if served.task is None:
+                # Nothing for me now, but a task another worker holds may come back to the pool
+                # (abandoned, or refused as expired): leave only when no open task lacks my vote.
+                if not (Task.objects.filter(campaign_id=camp.pk, status=Task.Status.OPEN)
+                        .exclude(votes__worker=worker).exists()):
+                    return
+                time.sleep(0.2)
+                continue
+            if index % 4 == 0 and done_votes == 2:
+                return  # abandons the reserved task and leaves
+            if late:
+                late = False
+                time.sleep(1.3)
+            try:
+                result = submit_vote(camp, worker, served.task.pk, "good", seconds=0.1)
+            except RoutingError as exc:
+                assert exc.status in (409, 410), exc.message
+                with lock:
+                    refused[exc.status] += 1
+                continue
+            done_votes += 1
+            with lock:
+                acknowledged.append(result.vote.pk)
+
+    _run_threads(work, [(u, i) for i, u in enumerate(users)])
+    _check_exact(campaign, acknowledged)
+    assert len(acknowledged) == 30 * 3
+    assert sum(refused.values()) >= 1, "the late workers should have been refused"
