@@ -28,6 +28,9 @@ from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
 
 from captionlab.roles import ADMIN, ANNOTATOR, CURATOR, has_role
 
@@ -59,6 +62,28 @@ class HotTokenAuthentication(TokenAuthentication):
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         return user, None
+
+
+class HotTokenScheme(OpenApiAuthenticationExtension):
+    """The schema of HotTokenAuthentication: the very same "Token <key>" header as DRF's."""
+
+    target_class = "annotation.api_hot.HotTokenAuthentication"
+    name = "annotateTokenAuth"  # a name of its own: schema components must not share one
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": 'Token-based authentication with required prefix "Token"'}
+
+
+_ERROR = inline_serializer("HotError", {"detail": serializers.CharField(), "code": serializers.CharField()})
+_NEXT = inline_serializer("NextTask", {
+    "stage": serializers.ChoiceField(choices=["training", "qualification", "work", "done", "failed"]),
+    "task": serializers.JSONField(allow_null=True, help_text="id, role, image_url, caption, candidates, expires_at"),
+    "choices": serializers.JSONField(required=False), "kind": serializers.CharField(required=False),
+    "message": serializers.CharField(required=False)})
+_VOTE_IN = inline_serializer("VoteIn", {"value": serializers.JSONField(), "seconds": serializers.FloatField(required=False)})
+_VOTE_OUT = inline_serializer("VoteOut", {"vote": serializers.IntegerField(), "created": serializers.BooleanField(),
+                                          "feedback": serializers.JSONField(allow_null=True)})
 
 
 class CanAnnotate(BasePermission):
@@ -200,6 +225,8 @@ def _task_payload(campaign: Campaign, served: routing.Served, worker) -> dict:
     }
 
 
+@extend_schema(request=None, responses={200: _NEXT, 403: _ERROR, 404: _ERROR, 409: _ERROR},
+               summary="Reserve the next task", tags=["annotate"])
 @_hot
 def campaign_next(request, campaign_id: int):
     """Reserve and return the worker's next task (the same one again while its reservation lives)."""
@@ -219,6 +246,9 @@ def campaign_next(request, campaign_id: int):
     })
 
 
+@extend_schema(request=_VOTE_IN, responses={201: _VOTE_OUT, 200: _VOTE_OUT, 400: _ERROR, 403: _ERROR, 404: _ERROR,
+                                            409: _ERROR, 410: OpenApiResponse(_ERROR, "reservation expired")},
+               summary="Vote on a reserved task", tags=["annotate"])
 @_hot
 def task_vote(request, campaign_id: int, task_id: int):
     """Store the worker's vote on a task reserved to them: 201 when stored, 200 on a replay."""
