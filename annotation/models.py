@@ -59,6 +59,11 @@ class Campaign(models.Model):
                                       related_name="fed_by", help_text="written captions are sent here")
     reward_cents = models.PositiveIntegerField(default=0)
     budget_cents = models.PositiveIntegerField(default=0)
+    provider_config = models.JSONField(default=dict, blank=True,
+                                       help_text="the crowd provider's settings (HIT layout, qualifications, "
+                                                 "completion code, fee rate...)")
+    public_token = models.CharField(max_length=64, null=True, blank=True, unique=True,
+                                    help_text="secret slug of the public start URL of an external campaign")
     stats = models.JSONField(default=dict, blank=True, help_text="latest aggregation and agreement figures")
     stats_updated_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -198,6 +203,14 @@ class Assignment(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     provider_assignment_id = models.CharField(max_length=100, blank=True)
     provider_job_id = models.CharField(max_length=100, blank=True)
+    job = models.ForeignKey("ProviderJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="assignments")
+    confirmed = models.BooleanField(default=True, help_text="False while the provider has not confirmed this "
+                                                            "assignment: its votes stay quarantined")
+    session_key = models.CharField(max_length=64, blank=True, help_text="browser session that worked it")
+    completion_code = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    feedback = models.TextField(blank=True, help_text="the requester's feedback sent with approve/reject")
     tasks_done = models.PositiveIntegerField(default=0)
     seconds = models.FloatField(default=0.0)
     started_at = models.DateTimeField(auto_now_add=True)
@@ -232,6 +245,8 @@ class Vote(models.Model):
     seconds = models.FloatField(default=0.0, help_text="time taken, as the client measured it")
     caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                 help_text="the caption a writing vote created")
+    quarantined = models.BooleanField(default=False, help_text="not counted, aggregated or paid until the "
+                                                               "provider confirms its assignment")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -271,5 +286,74 @@ class Aggregate(models.Model):
         constraints = [models.UniqueConstraint(fields=["task", "part", "method"], name="aggregate_unique")]
 
 
-__all__ = ["Campaign", "Worker", "Membership", "Task", "GoldAnswer", "Assignment", "Reservation", "Vote",
+class ProviderJob(models.Model):
+    """A provider's unit of published work: an MTurk HIT, a link-out study."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Being published"
+        PUBLISHED = "published", "Published"
+        PAUSED = "paused", "Paused"
+        FINISHED = "finished", "Finished"
+        EXPIRED = "expired", "Expired"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="provider_jobs")
+    provider = models.CharField(max_length=20)
+    external_id = models.CharField(max_length=100, blank=True, help_text="HIT id, study id")
+    group_id = models.CharField(max_length=100, blank=True, help_text="HIT type / group id")
+    unique_token = models.CharField(max_length=64, unique=True, help_text="UniqueRequestToken: a retry never "
+                                                                          "publishes twice")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    task_ids = models.JSONField(default=list, blank=True, help_text="tasks this job serves")
+    reward_cents = models.PositiveIntegerField(default=0)
+    max_assignments = models.PositiveIntegerField(default=1)
+    lifetime_seconds = models.PositiveIntegerField(default=0)
+    duration_seconds = models.PositiveIntegerField(default=0)
+    sync_state = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "pk"]
+        constraints = [models.UniqueConstraint(fields=["provider", "external_id"], condition=~Q(external_id=""),
+                                               name="provider_job_unique_external_id")]
+
+
+class LedgerEntry(models.Model):
+    """Money: what a campaign committed and paid, each payment once (its token is unique)."""
+
+    class Kind(models.TextChoices):
+        REWARD = "reward", "Reward"
+        BONUS = "bonus", "Bonus"
+        FEE = "fee", "Provider fee"
+        REFUND = "refund", "Refund / released commitment"
+
+    class State(models.TextChoices):
+        COMMITTED = "committed", "Committed"
+        PAID = "paid", "Paid"
+        CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="ledger")
+    provider = models.CharField(max_length=20)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.COMMITTED)
+    amount_cents = models.IntegerField()
+    token = models.CharField(max_length=64, unique=True, help_text="idempotency token")
+    job = models.ForeignKey(ProviderJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="ledger")
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="ledger")
+    worker = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.SET_NULL, related_name="ledger")
+    note = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "created_at"]
+        indexes = [models.Index(fields=["campaign", "kind", "state"])]
+
+
+__all__ = ["ProviderJob", "LedgerEntry", "Campaign", "Worker", "Membership", "Task", "GoldAnswer", "Assignment", "Reservation", "Vote",
            "VoteEdit", "Aggregate", "FilterRun"]
