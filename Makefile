@@ -58,11 +58,13 @@ beat: need-redis setup
 	@mkdir -p var
 	$(CELERY) -A captionlab beat -l info --schedule var/celerybeat-schedule
 
-# Benchmarks print their figures; ingest.py needs PostgreSQL (found at 127.0.0.1:5432 if unset).
+# Benchmarks print their figures; all but web_memory.py need PostgreSQL (found at 127.0.0.1:5432 if unset).
 bench: setup
 	@rc=0; $(PY) benchmarks/web_memory.py || rc=1; \
-	if [ -f benchmarks/ingest.py ]; then \
-	  . scripts/services.sh && use_local_services && { $(PY) benchmarks/ingest.py || rc=1; }; fi; \
+	. scripts/services.sh && use_local_services && { \
+	  for script in ingest filters annotate_load export; do \
+	    [ -f benchmarks/$$script.py ] && { $(PY) benchmarks/$$script.py || rc=1; }; \
+	  done; }; \
 	exit $$rc
 
 # Generated files; keeps .venv and var/ (your database and media). distclean removes those too.
