@@ -50,10 +50,11 @@ def _slow_limit() -> int:
 # --- loading --------------------------------------------------------------------------------------
 
 def load_votes(campaign: Campaign) -> pd.DataFrame:
-    """One query: the campaign's votes on real tasks with the worker's block state."""
+    """One query: the campaign's counted votes on real tasks (quarantined votes, whose external
+    assignment the provider has not confirmed, are left out) with the worker's block state."""
     blocked_members = set(Membership.objects.filter(campaign=campaign, blocked=True)
                           .values_list("worker_id", flat=True))
-    rows = list(Vote.objects.filter(campaign=campaign, role=Task.Role.REAL, task__role=Task.Role.REAL)
+    rows = list(Vote.objects.filter(campaign=campaign, role=Task.Role.REAL, task__role=Task.Role.REAL, quarantined=False)
                 .order_by("pk")
                 .values_list("pk", "task_id", "worker_id", "value", "seconds", "caption_id", "worker__blocked"))
     frame = pd.DataFrame(rows, columns=["vote", "task", "worker", "value", "seconds", "caption", "worker_blocked"])

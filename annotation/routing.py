@@ -421,7 +421,7 @@ def submit_vote(campaign: Campaign, worker: Worker, task_id: int, value, *, seco
             vote, caption = _record(campaign, kind, task, worker, reservation, value, seconds, now)
     if expired:
         raise RoutingError("Your reservation of this task expired; it went back to the pool.", "expired", 410)
-    if caption is not None and campaign.rate_campaign_id:
+    if caption is not None and campaign.rate_campaign_id and not vote.quarantined:
         feed_rating_campaign(campaign.rate_campaign, caption)
     return Submitted(vote, True, _feedback(kind, task, vote))
 
@@ -434,7 +434,8 @@ def _lock_task(campaign, worker, task_id):
     mine = Reservation.objects.filter(task=OuterRef("pk"), worker=worker)
     task = (Task.objects.select_for_update().filter(pk=task_id, campaign=campaign)
             .annotate(_res_id=Subquery(mine.values("pk")[:1]), _res_expires=Subquery(mine.values("expires_at")[:1]),
-                      _res_assignment=Subquery(mine.values("assignment_id")[:1]))
+                      _res_assignment=Subquery(mine.values("assignment_id")[:1]),
+                      _res_confirmed=Subquery(mine.values("assignment__confirmed")[:1]))
             .first())
     if task is None:
         return None, None
@@ -444,14 +445,16 @@ def _lock_task(campaign, worker, task_id):
     reservation = Reservation(pk=task._res_id, task=task, worker=worker, campaign=campaign,
                               assignment_id=task._res_assignment, expires_at=task._res_expires)
     reservation._state.adding, reservation._state.db = False, task._state.db
+    reservation.quarantine = task._res_confirmed is False
     return task, reservation
 
 
 def _lock_task_pg(campaign, worker, task_id):
     sql = _sql("lock", lambda: f"""
-        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, {_task_columns()}
+        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, a.confirmed, {_task_columns()}
         FROM {Task._meta.db_table} t
         LEFT JOIN {Reservation._meta.db_table} r ON r.task_id = t.id AND r.worker_id = %s
+        LEFT JOIN {Assignment._meta.db_table} a ON a.id = r.assignment_id
         WHERE t.id = %s AND t.campaign_id = %s
         FOR UPDATE OF t""")
     try:
@@ -463,12 +466,13 @@ def _lock_task_pg(campaign, worker, task_id):
         row = cursor.fetchone()
     if row is None:
         return None, None
-    task = _task_from_row(row[4:], campaign)
+    task = _task_from_row(row[5:], campaign)
     if row[0] is None:
         return task, None
     reservation = Reservation(pk=row[0], task=task, worker=worker, campaign=campaign, assignment_id=row[1],
                               created_at=row[2], expires_at=row[3])
     reservation._state.adding, reservation._state.db = False, connection.alias
+    reservation.quarantine = row[4] is False
     return task, reservation
 
 
@@ -478,8 +482,9 @@ def _record(campaign, kind, task, worker, reservation, value, seconds, now=None)
         clean = kind.validate(value, task)
     except VoteInvalid as exc:
         raise RoutingError(str(exc), "invalid_value", 400) from None
+    quarantine = getattr(reservation, "quarantine", False)
     if (connection.vendor == "postgresql" and task.role == Task.Role.REAL and kind.target != "image"
-            and not campaign.dynamic_overlap and campaign.priority != Campaign.Priority.ENTROPY):
+            and not quarantine and not campaign.dynamic_overlap and campaign.priority != Campaign.Priority.ENTROPY):
         return _record_plain_pg(campaign, task, worker, reservation, clean, seconds, now or timezone.now()), None
     correct = None
     if task.role != Task.Role.REAL:
@@ -490,10 +495,15 @@ def _record(campaign, kind, task, worker, reservation, value, seconds, now=None)
     if kind.target == "image" and task.role == Task.Role.REAL:
         caption = _crowd_caption(campaign, task, worker, reservation, clean["text"])
     vote = Vote.objects.create(task=task, worker=worker, campaign=campaign, assignment_id=reservation.assignment_id,
-                               role=task.role, value=clean, correct=correct, seconds=seconds, caption=caption)
+                               role=task.role, value=clean, correct=correct, seconds=seconds, caption=caption,
+                               quarantined=quarantine)
     reservation.delete()
     if task.role == Task.Role.REAL:
-        _count_vote(campaign, kind, task)
+        if not quarantine:
+            _count_vote(campaign, kind, task)
+        # A quarantined vote is not counted until the provider confirms its assignment; it keeps
+        # holding its slot (reserved_count) so that unconfirmed work does not send more workers to
+        # the same item. confirm_assignment turns the slot into a vote, discard_assignment frees it.
     member_update = {"votes": F("votes") + 1, "seconds": F("seconds") + seconds}
     if task.role == Task.Role.GOLD:
         member_update["gold_seen"] = F("gold_seen") + 1
@@ -512,9 +522,9 @@ def _plain_vote_sql() -> str:
     return f"""
         WITH v AS (
             INSERT INTO {vote} (task_id, worker_id, campaign_id, assignment_id, role, value, correct, seconds,
-                                caption_id, created_at, updated_at)
+                                caption_id, quarantined, created_at, updated_at)
             VALUES (%(task)s, %(worker)s, %(campaign)s, %(assignment)s, 'real', %(value)s::jsonb, NULL,
-                    %(seconds)s, NULL, %(now)s, %(now)s)
+                    %(seconds)s, NULL, FALSE, %(now)s, %(now)s)
             RETURNING id
         ), r AS (
             DELETE FROM {res} WHERE id = %(reservation)s
@@ -571,7 +581,7 @@ def _count_vote(campaign: Campaign, kind, task: Task) -> None:
     labels = None
     if campaign.dynamic_overlap or campaign.priority == Campaign.Priority.ENTROPY:
         labels = [_dynamic_label(kind, v) for v in Vote.objects.filter(
-            task=task, worker__memberships__campaign=campaign, worker__memberships__blocked=False
+            task=task, quarantined=False, worker__memberships__campaign=campaign, worker__memberships__blocked=False
         ).values_list("value", flat=True)]
         labels = [x for x in labels if x is not None]
     if campaign.dynamic_overlap and labels:
@@ -664,6 +674,12 @@ def last_editable_vote(campaign: Campaign, worker: Worker) -> Vote | None:
             .order_by("-created_at").first())
 
 
+def _held(task: Task) -> int:
+    """Slots held by quarantined votes of assignments still waiting for the provider."""
+    return (Vote.objects.filter(task=task, quarantined=True, assignment__confirmed=False)
+            .exclude(assignment__state=Assignment.State.REJECTED).count())
+
+
 def block_worker(campaign: Campaign, worker: Worker, *, reason: str = "", blocked: bool = True) -> int:
     """Block (or unblock) a worker: their votes leave the counts and aggregation, their reserved
     and voted tasks go back to the pool. Returns the number of tasks reopened."""
@@ -678,9 +694,9 @@ def block_worker(campaign: Campaign, worker: Worker, *, reason: str = "", blocke
             task = Task.objects.select_for_update().get(pk=task_id)
             if blocked:
                 Reservation.objects.filter(task=task, worker=worker).delete()
-            counted = (Vote.objects.filter(task=task).exclude(
+            counted = (Vote.objects.filter(task=task, quarantined=False).exclude(
                 worker__memberships__campaign=campaign, worker__memberships__blocked=True).count())
-            live = Reservation.objects.filter(task=task).count() if task.role == Task.Role.REAL else 0
+            live = (Reservation.objects.filter(task=task).count() + _held(task)) if task.role == Task.Role.REAL else 0
             status = Task.Status.DONE if counted >= task.votes_required else Task.Status.OPEN
             if status == Task.Status.OPEN and task.status == Task.Status.DONE:
                 reopened += 1
@@ -689,6 +705,69 @@ def block_worker(campaign: Campaign, worker: Worker, *, reason: str = "", blocke
     return reopened
 
 
-__all__ = ["RoutingError", "Served", "Submitted", "next_task", "submit_vote", "edit_vote", "release",
+# --- quarantine: external assignments the provider has not confirmed yet ----------------------
+
+
+def confirm_assignment(assignment: Assignment) -> int:
+    """The provider confirmed this assignment (its worker really did this work): its quarantined
+    votes now count, each under its task's row lock. Idempotent; returns the votes released."""
+    if _discarded(assignment):
+        return 0  # its slots went back to the pool when it was discarded
+    Assignment.objects.filter(pk=assignment.pk).update(confirmed=True)
+    assignment.confirmed = True
+    campaign = Campaign.objects.get(pk=assignment.campaign_id)
+    kind = campaign.kind_spec
+    released = 0
+    task_ids = sorted(set(Vote.objects.filter(assignment=assignment, quarantined=True).values_list("task_id", flat=True)))
+    for task_id in task_ids:
+        with transaction.atomic():
+            task = Task.objects.select_for_update().get(pk=task_id)
+            vote = Vote.objects.filter(assignment=assignment, task=task, quarantined=True).first()
+            if vote is None:  # a concurrent confirm got here first
+                continue
+            Vote.objects.filter(pk=vote.pk).update(quarantined=False)
+            released += 1
+            if task.role == Task.Role.REAL:
+                _count_vote(campaign, kind, task)  # the held slot becomes a counted vote
+        if vote.caption_id and campaign.rate_campaign_id and task.role == Task.Role.REAL:
+            feed_rating_campaign(campaign.rate_campaign, vote.caption)
+    return released
+
+
+def _discarded(assignment: Assignment) -> bool:
+    return (Assignment.objects.filter(pk=assignment.pk, confirmed=False, state=Assignment.State.REJECTED).exists())
+
+
+def discard_assignment(assignment: Assignment) -> int:
+    """The provider does not know this assignment (forged or mismatched ids): its votes stay
+    quarantined for good, never counted, aggregated or paid, and the reservations it holds go
+    back to the pool, as do the slots its quarantined votes held. Returns how many votes it had."""
+    if _discarded(assignment):
+        return Vote.objects.filter(assignment=assignment).count()
+    held_by = dict(Vote.objects.filter(assignment=assignment, quarantined=True, role=Task.Role.REAL)
+                   .values_list("task_id", "pk"))
+    Assignment.objects.filter(pk=assignment.pk).update(confirmed=False, state=Assignment.State.REJECTED,
+                                                       reviewed_at=timezone.now())
+    assignment.confirmed, assignment.state = False, Assignment.State.REJECTED
+    task_ids = set(Reservation.objects.filter(assignment=assignment).values_list("task_id", flat=True))
+    task_ids |= set(Vote.objects.filter(assignment=assignment, quarantined=False).values_list("task_id", flat=True))
+    task_ids |= set(held_by)
+    for task_id in sorted(task_ids):
+        with transaction.atomic():
+            task = Task.objects.select_for_update().get(pk=task_id)
+            n, _ = Reservation.objects.filter(task=task, assignment=assignment).delete()
+            n += 1 if task.pk in held_by else 0
+            was_counted = Vote.objects.filter(task=task, assignment=assignment, quarantined=False).update(quarantined=True)
+            if task.role != Task.Role.REAL or not (n or was_counted):
+                continue
+            votes_count = max(task.votes_count - was_counted, 0)
+            status = Task.Status.DONE if votes_count >= task.votes_required else Task.Status.OPEN
+            Task.objects.filter(pk=task.pk).update(votes_count=votes_count,
+                                                   reserved_count=max(task.reserved_count - n, 0), status=status,
+                                                   done_at=task.done_at if status == Task.Status.DONE else None)
+    return Vote.objects.filter(assignment=assignment).count()
+
+
+__all__ = ["confirm_assignment", "discard_assignment", "RoutingError", "Served", "Submitted", "next_task", "submit_vote", "edit_vote", "release",
            "sweep_expired", "block_worker", "worker_for_user", "membership_for", "last_editable_vote",
            "feed_rating_campaign", "entropy", "stage_of"]

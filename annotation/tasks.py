@@ -31,3 +31,4 @@ def sweep_reservations() -> int:
     from .routing import sweep_expired
 
     return sweep_expired()
+from . import tasks_providers  # noqa: E402,F401 - registers the provider tasks with Celery

@@ -4,4 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("annotation.urls_annotate")),
     path("", include("annotation.urls_campaigns")),
+    path("", include("annotation.urls_linkout")),
+    path("", include("annotation.urls_mturk")),
 ]

@@ -33,10 +33,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from captionlab import roles
 
-from . import routing, services
+from . import external, routing, services
 from .kinds import CandidatesKind, SliderKind
 from .markdown import render_markdown
-from .models import Campaign, Caption, GoldAnswer, Membership, Reservation, Task, Vote, Worker
+from .models import Assignment, Campaign, Caption, GoldAnswer, Membership, Reservation, Task, Vote, Worker
 from .routing import RoutingError
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class Access:
     worker: Worker | None
     membership: Membership | None
     preview: bool = False
+    external: Assignment | None = None  # a link-out / MTurk worker's assignment (no account)
 
 
 def _access(request, campaign_id: int) -> Access:
@@ -75,11 +76,46 @@ def _access(request, campaign_id: int) -> Access:
     return Access(campaign, None, None, preview=True)  # a curator or admin who is not a member
 
 
+def _external_access(request, campaign_id: int) -> Access | None:
+    """An external worker of this browser session (external.begin), or None. Raises RoutingError
+    when they are blocked."""
+    if not request.session.get(external.SESSION_KEY):
+        return None
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return None
+    found = external.current(request, campaign)
+    if found is None:
+        return None
+    worker, assignment = found
+    return Access(campaign, worker, routing.membership_for(campaign, worker, join=False), external=assignment)
+
+
+def needs_consent(request, campaign: Campaign) -> bool:
+    """A link-out participant sees the consent page before any work."""
+    if campaign.backend != Campaign.Backend.LINKOUT:
+        return False
+    info = external.session_info(request, campaign) or {}
+    return not info.get("consented_at")
+
+
 def work_view(view):
-    """Login, access and refusals for the work views: a RoutingError becomes its message and status."""
+    """Login, access and refusals for the work views: a RoutingError becomes its message and status.
+    An external worker (link-out participant, MTurk worker) of this browser session comes first."""
 
     @wraps(view)
     def wrapper(request, campaign_id: int, *args, **kwargs):
+        try:
+            access = _external_access(request, campaign_id)
+        except RoutingError as error:
+            return _refused(request, error)
+        if access is not None:
+            if needs_consent(request, access.campaign):
+                return redirect("linkout-consent", access.campaign.public_token or "-")
+            try:
+                return view(request, access, *args, **kwargs)
+            except RoutingError as error:
+                return _render(request, access, _panel_context(access, None, error=error), status=error.status)
         if not request.user.is_authenticated:
             if request.htmx:  # a swapped-in login form would be useless: send the whole page there
                 response = HttpResponse(status=204)
@@ -246,13 +282,17 @@ def _panel_context(access: Access, served, *, value=None, error: RoutingError | 
         "progress": _progress(campaign, access.worker),
         "can_undo": kind.target != "image" and not access.preview,
         "edit_window": campaign.edit_window_seconds,
+        "external": access.external is not None,
     }
+    if access.external is not None:
+        context["quota_left"] = external.quota_left(campaign, access.external)
     if task is None or feedback is not None:
         return context
     if value is None and editing is not None:
         value = editing.value
     value = value if isinstance(value, dict) else {}
-    context["image_url"] = reverse("image-file", args=[task.image_id])
+    context["image_url"] = (reverse("external-image", args=[campaign.pk, task.image_id]) if access.external is not None
+                            else reverse("image-file", args=[task.image_id]))
     if stage in ("training", "qualification") and access.worker is not None:
         context["position"] = _stage_position(campaign, access.worker, task.role)
     widget = context["widget"]
@@ -293,6 +333,30 @@ def _preview(access: Access):
     return routing.Served(None, task, "work" if task else "done", message)
 
 
+FINISH_MESSAGE = "You have done the items of this session. Press Finish to get your completion code."
+
+
+def _serve(access: Access):
+    """The next task (routing.next_task); for an external worker whose quota is reached or who has
+    no task left, the "finish" stage with the Finish button instead."""
+    campaign, worker = access.campaign, access.worker
+    assignment = access.external
+    if assignment is not None:
+        if assignment.state != Assignment.State.ACTIVE:
+            return routing.Served(None, None, "finish", "You have already finished this session.")
+        if external.quota_left(campaign, assignment) == 0:
+            live = (Reservation.objects.filter(campaign=campaign, worker=worker, expires_at__gt=timezone.now())
+                    .values_list("task_id", flat=True))
+            for task_id in list(live):  # a held task goes back to the pool
+                routing.release(campaign, worker, task_id)
+            return routing.Served(None, None, "finish", FINISH_MESSAGE)
+    served = routing.next_task(campaign, worker, access.membership)
+    if assignment is not None and served.stage == "done":
+        return routing.Served(None, None, "finish", "There are no more items for you. Press Finish to get your "
+                                                    "completion code.")
+    return served
+
+
 def _describe(kind, value, task: Task) -> list[str]:
     """A training example's expected answer in words (escaped by the template)."""
     value = value if isinstance(value, dict) else {}
@@ -330,6 +394,8 @@ def work_page(request, access: Access):
     campaign, worker = access.campaign, access.worker
     if access.preview:
         return _render(request, access, _panel_context(access, _preview(access)))
+    if access.external is not None and access.external.state != Assignment.State.ACTIVE:
+        return redirect("external-finish", campaign.pk)
     feedback_id, edit_id = request.GET.get("feedback", ""), request.GET.get("edit", "")
     if feedback_id.isdigit():
         vote = (Vote.objects.select_related("task").filter(pk=int(feedback_id), campaign=campaign, worker=worker,
@@ -344,9 +410,9 @@ def work_page(request, access: Access):
         if vote is not None and vote.pk == int(edit_id) and campaign.kind_spec.target != "image":
             return _render(request, access, _panel_context(access, None, editing=vote))
         error = RoutingError("The edit window of that vote has closed.", "edit_closed", 409)
-        served = routing.next_task(campaign, worker, access.membership)
+        served = _serve(access)
         return _render(request, access, _panel_context(access, served, error=error), status=error.status)
-    served = routing.next_task(campaign, worker, access.membership)
+    served = _serve(access)
     return _render(request, access, _panel_context(access, served))
 
 
@@ -476,7 +542,7 @@ def _after_vote(request, access: Access, result):
         return _render(request, access, _panel_context(access, None, feedback=feedback))
     if not (request.htmx and not request.htmx.boosted):
         return redirect("annotate", campaign.pk)
-    served = routing.next_task(campaign, access.worker, access.membership)
+    served = _serve(access)
     return _render(request, access, _panel_context(access, served))
 
 
@@ -490,7 +556,7 @@ def _refusal(request, access: Access, error: RoutingError, task_id: int, vote_id
             return _render(request, access, _panel_context(access, None, editing=vote, value=value, error=error),
                            status=error.status)
     try:
-        served = routing.next_task(campaign, worker, access.membership)
+        served = _serve(access)
     except RoutingError:  # e.g. paused meanwhile: the refusal's own message is the one to read
         served = None
     same = served.task is not None and served.task.pk == task_id
@@ -538,7 +604,7 @@ def work_skip(request, access: Access):
     routing.release(campaign, worker, task_id)
     if not (request.htmx and not request.htmx.boosted):
         return redirect("annotate", campaign.pk)
-    served = routing.next_task(campaign, worker, access.membership)
+    served = _serve(access)
     return _render(request, access, _panel_context(access, served))
 
 

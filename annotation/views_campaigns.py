@@ -259,7 +259,15 @@ def dashboard_context(campaign: Campaign, precision: float) -> dict:
         "members_count": Membership.objects.filter(campaign=campaign).count(),
         "gold_counts": dict(campaign.tasks.exclude(role=Task.Role.REAL).order_by().values_list("role")
                             .annotate(n=Count("pk")).values_list("role", "n")),
+        **_cost_context(campaign),
     }
+
+
+def _cost_context(campaign: Campaign) -> dict:
+    """The cost panel (money.summary) and the crowd provider page's link."""
+    from .views_linkout import cost_context
+
+    return cost_context(campaign)
 
 
 def _instructions(campaign: Campaign):

@@ -304,3 +304,32 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Crowd provider: Amazon Mechanical Turk (issue 7) -----------------------------------------
+# AWS's MTurk API reference: Mechanical Turk took no new requesters after 2026-07-30 and closes
+# permanently on 2026-09-30. The provider talks to this endpoint (the requester sandbox by
+# default). Credentials come only from boto3's normal chain (AWS_ACCESS_KEY_ID /
+# AWS_SECRET_ACCESS_KEY in the environment, or a profile), never from settings.
+MTURK_ENDPOINT_URL = env.str("MTURK_ENDPOINT_URL", default="https://mturk-requester-sandbox.us-east-1.amazonaws.com")
+MTURK_REGION = env.str("MTURK_REGION", default="us-east-1")
+# The https:// address workers reach this platform at; the HITs' ExternalQuestion frames it.
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
+# Throttling and network errors: this many attempts, waiting MTURK_BACKOFF_SECONDS x 2^n between.
+MTURK_MAX_ATTEMPTS = env.int("MTURK_MAX_ATTEMPTS", default=6)
+MTURK_BACKOFF_SECONDS = env.float("MTURK_BACKOFF_SECONDS", default=1.0)
+# Let the final submit post to a turkSubmitTo other than www.mturk.com / workersandbox.mturk.com
+# (a local test endpoint); also allowed whenever DEBUG is on.
+MTURK_ALLOW_LOCAL_SUBMIT = env.bool("MTURK_ALLOW_LOCAL_SUBMIT", default=False)
+# An external assignment the provider still does not list this long after its worker submitted
+# it here is taken as forged: its votes stay quarantined for good.
+PROVIDER_CONFIRM_GRACE_SECONDS = env.int("PROVIDER_CONFIRM_GRACE_SECONDS", default=900)
+# Celery beat: pull, review and pay the work of providers with an API every 5 minutes.
+CELERY_BEAT_SCHEDULE["annotation-provider-sync"] = {"task": "annotation.provider_sync", "schedule": 300.0}
+
+# --- External crowds: link-out marketplaces (issue 7, LINKOUT) ----------------------------------
+# The marketplace's service fee on rewards and bonuses of link-out campaigns (Prolific's is about a
+# third); a campaign may set its own in provider_config["fee_rate"]. The Prolific API adapter reads
+# its base URL and token from the environment (never from the database).
+LINKOUT_FEE_RATE = env.float("LINKOUT_FEE_RATE", default=0.33)
+PROLIFIC_API_URL = env.str("PROLIFIC_API_URL", default="https://api.prolific.com")
+PROLIFIC_API_TOKEN = env.str("PROLIFIC_API_TOKEN", default="")

@@ -15,4 +15,5 @@ router.register("decisions", api_pipeline.DecisionViewSet, basename="api-decisio
 urlpatterns = [
     path("", include(router.urls)),
     path("auth/token/", api.ObtainTokenView.as_view(), name="api-token"),
+    path("", include("curation.releases.api_urls")),
 ]

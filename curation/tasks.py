@@ -35,3 +35,4 @@ def filter_chunk(self, run_id: int, index: int) -> str:
             raise self.retry(exc=exc, countdown=2 ** self.request.retries)
         executor.chunk_failed(run_id, index, f"{type(exc).__name__}: {exc}")
         return "failed"
+from .releases import tasks as _release_tasks  # noqa: E402,F401 - registers the release tasks

@@ -76,7 +76,23 @@ class CrowdProvider:
     # -- money ---------------------------------------------------------------------------------
     def fee_cents(self, amount_cents: int, *, kind: str, max_assignments: int = 1, campaign=None) -> int:
         """The provider's fee on a reward or bonus of ``amount_cents``."""
-        return 0
+        from . import money
+
+        return money.fee_cents(self.name, amount_cents, kind, max_assignments, campaign)
+
+    # -- the worker's browser ------------------------------------------------------------------
+    def finish_assignment(self, request, campaign: Campaign, assignment: Assignment):
+        """What the worker's browser gets once their assignment is submitted (the votes are
+        stored already). The default is a thank-you page; link-out shows the completion code and
+        redirects to the marketplace, MTurk posts back to turkSubmitTo."""
+        from django.shortcuts import render
+
+        return render(request, "annotation/provider/finished.html",
+                      {"campaign": campaign, "assignment": assignment, "provider": self})
+
+    def credentials_status(self, campaign: Campaign) -> tuple[bool, str]:
+        """(ready, a sentence for the curator) about the provider's credentials."""
+        return True, "No credentials needed."
 
 
 _REGISTRY: dict[str, CrowdProvider] = {}

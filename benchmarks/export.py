@@ -1,0 +1,363 @@
+"""Release export benchmark: the real format writers against a plain psycopg cursor.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/export.py [--rows N]
+
+In a scratch PostgreSQL database it COPYs N captions (default 1,000,000; two per image) with their
+images and a frozen release's ReleaseItem rows (with a provenance record each), then, each in a
+child process of its own (peak RSS = that process's VmHWM):
+
+  jsonl     ``curation.releases.formats.write("jsonl", ...)``: the platform's JSONL export
+  parquet   ``formats.write("parquet", ...)``
+  baseline  the same rows through a plain psycopg server-side (named) cursor with ``itersize``,
+            each turned into the same JSON object with ``json.dumps`` and written to a file
+
+and prints rows/s, the ratio to the baseline and peak RSS. Targets: each writer at least 50% of
+the baseline's rate, peak RSS under 400 MB.
+
+WebDataset: a second release of ``--wds-images`` images (~``--wds-kb`` KB of random bytes each,
+stored as files in a scratch media folder) written as tar shards by ``formats.write("webdataset")``
+against ``tarfile`` writing the same members (image bytes + JSON per sample) directly; MB/s of each.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+
+TARGET_RATIO = 0.5
+TARGET_RSS_MIB = 400
+ITERSIZE = 2000
+WORDS = ("a", "dog", "runs", "on", "the", "beach", "with", "red", "ball", "two", "children", "play", "near", "old",
+         "castle", "in", "Paris", "woman", "rides", "bicycle", "along", "river", "bank", "at", "sunset", "snowy",
+         "mountain", "street", "musician", "performs", "for", "crowd", "small", "cafe", "train", "station")
+SPLITS = ("train", "train", "train", "train", "train", "train", "train", "train", "val", "test")
+
+
+def _peak_mib() -> float:
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
+
+
+def _setup_django():
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    import django
+
+    django.setup()
+
+
+# --- Data ------------------------------------------------------------------------------------------------
+
+
+def caption_text(rng: random.Random, i: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))).capitalize() + f" ({i})."
+
+
+def load_rows(dsn: str, rows: int, release_id: int, collection_id: int) -> float:
+    """COPY images (one per two captions), captions and the release's items; returns seconds."""
+    import psycopg
+
+    rng = random.Random(7)
+    n_images = (rows + 1) // 2
+    start = time.perf_counter()
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        with cur.copy("COPY curation_image (id, collection_id, file, thumbnail, status, sha256, phash, width, height, "
+                      "format, file_size, source_url, external_id, metadata, license, credit, error, created_at) "
+                      "FROM STDIN") as copy:
+            for i in range(1, n_images + 1):
+                sha = hashlib.sha256(f"image {i}".encode()).hexdigest()
+                copy.write_row((i, collection_id, f"images/{sha[:2]}/{sha}.jpg", "", "ready", sha, "", 640, 480,
+                                "JPEG", 51200, f"https://example.org/{i}.jpg", f"img-{i}", "{}", "CC BY 2.0",
+                                f"photographer {i % 977}", "", "now"))
+        with cur.copy("COPY curation_caption (id, image_id, text, text_hash, language, origin, source, external_id, "
+                      "metadata, created_at) FROM STDIN") as copy:
+            for i in range(1, rows + 1):
+                text = caption_text(rng, i)
+                copy.write_row((i, (i + 1) // 2, text, hashlib.sha256(text.encode()).hexdigest(), "en", "alt_text",
+                                "bench", "", "{}", "now"))
+        rng = random.Random(7)  # the same texts again, for the release items
+        with cur.copy("COPY curation_releaseitem (release_id, position, split, image_id, image_sha256, image_file, "
+                      "image_format, width, height, license, credit, external_id, caption_id, text, language, "
+                      "human_verified, provenance) FROM STDIN") as copy:
+            for i in range(1, rows + 1):
+                text = caption_text(rng, i)
+                image = (i + 1) // 2
+                sha = hashlib.sha256(f"image {image}".encode()).hexdigest()
+                split = SPLITS[image % len(SPLITS)]
+                provenance = {"image": image, "collection": collection_id, "caption": i, "origin": "alt_text",
+                              "source": "bench", "run": None,
+                              "lineage": [{"caption": i, "origin": "alt_text", "text": text}],
+                              "votes": ([{"campaign": 1, "caption": i, "part": "", "method": "votes", "good": 3,
+                                          "n": 3}] if split == "test" else [])}
+                copy.write_row((release_id, i - 1, split, image, sha, f"images/{sha[:2]}/{sha}.jpg", "JPEG", 640,
+                                480, "CC BY 2.0", f"photographer {image % 977}", f"img-{image}", i, text, "en",
+                                split == "test", json.dumps(provenance)))
+        for table in ("curation_image", "curation_caption"):
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        conn.commit()
+    seconds = time.perf_counter() - start
+    settle(dsn)
+    return seconds
+
+
+def settle(dsn: str) -> None:
+    """VACUUM ANALYZE after the COPY, then one full read: without it the first reader pays for
+    setting hint bits on a million fresh rows and for a cold cache, which would favour whoever
+    runs second."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) curation_releaseitem")
+        conn.execute("SELECT sum(length(text) + length(provenance::text)) FROM curation_releaseitem").fetchone()
+
+
+def make_release(name: str, n_items: int, collection_id: int | None = None) -> tuple[int, int]:
+    """A frozen release row (and its collection); items are COPYed in afterwards."""
+    from curation.models import Collection, Release
+
+    collection = Collection.objects.get(pk=collection_id) if collection_id else \
+        Collection.objects.create(name=f"{name} collection")
+    release = Release.objects.create(
+        name=name, config={"collections": [collection.pk], "missing_image": "skip"}, status=Release.Status.FROZEN,
+        items_total=n_items, items_done=n_items, content_hash="0" * 64, card=f"# {name}\n")
+    return release.pk, collection.pk
+
+
+def load_wds(dsn: str, media: Path, release_id: int, collection_id: int, n_images: int, kb: int) -> None:
+    """Random-byte image files in the media folder, their image rows and one item per image."""
+    import psycopg
+
+    rng = random.Random(11)
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        first = cur.execute("SELECT coalesce(max(id), 0) + 1 FROM curation_image").fetchone()[0]
+        rows = []
+        for k in range(n_images):
+            data = rng.randbytes(kb * 1024 + rng.randint(-2048, 2048))
+            sha = hashlib.sha256(data).hexdigest()
+            name = f"wds/{sha[:2]}/{sha}.jpg"
+            (media / name).parent.mkdir(parents=True, exist_ok=True)
+            (media / name).write_bytes(data)
+            rows.append((first + k, sha, name, len(data)))
+        with cur.copy("COPY curation_image (id, collection_id, file, thumbnail, status, sha256, phash, width, height, "
+                      "format, file_size, source_url, external_id, metadata, license, credit, error, created_at) "
+                      "FROM STDIN") as copy:
+            for pk, sha, name, size in rows:
+                copy.write_row((pk, collection_id, name, "", "ready", sha, "", 320, 240, "JPEG", size, "", f"w{pk}",
+                                "{}", "CC0", "", "", "now"))
+        with cur.copy("COPY curation_releaseitem (release_id, position, split, image_id, image_sha256, image_file, "
+                      "image_format, width, height, license, credit, external_id, caption_id, text, language, "
+                      "human_verified, provenance) FROM STDIN") as copy:
+            for position, (pk, sha, name, size) in enumerate(rows):
+                copy.write_row((release_id, position, "train", pk, sha, name, "JPEG", 320, 240, "CC0", "", f"w{pk}",
+                                None, f"random picture number {position}", "en", False,
+                                json.dumps({"image": pk, "caption": None})))
+        cur.execute("SELECT setval(pg_get_serial_sequence('curation_image', 'id'), (SELECT max(id) FROM curation_image))")
+        conn.commit()
+    settle(dsn)
+
+
+# --- Child processes -----------------------------------------------------------------------------------------
+
+
+def child_writer(args) -> dict:
+    """The platform's writer, as the export task calls it."""
+    _setup_django()
+    from curation.models import Release
+    from curation.releases import formats
+
+    release = Release.objects.get(pk=args.release)
+    out = Path(args.out)
+    # Imported before timing, as in a worker that has exported before (webdataset pulls in torch).
+    if args.format == "parquet":
+        import pyarrow.parquet  # noqa: F401
+    if args.format == "webdataset":
+        import webdataset  # noqa: F401
+    start = time.perf_counter()
+    files = formats.write(args.format, release, out, {"report": []})
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": release.items_total, "bytes": sum(f["size"] for f in files),
+            "files": len(files), "peak_mib": _peak_mib()}
+
+
+def child_baseline(args) -> dict:
+    """A plain psycopg named cursor and json.dumps, building the same objects as the JSONL export."""
+    import psycopg
+
+    out = Path(args.out) / "baseline.jsonl"
+    start = time.perf_counter()
+    n = 0
+    with psycopg.connect(args.dsn) as conn, conn.cursor(name="baseline") as cur, \
+            open(out, "w", encoding="utf-8", buffering=1 << 20) as fh:
+        cur.itersize = ITERSIZE
+        cur.execute("SELECT position, split, image_sha256, image_file, width, height, license, credit, external_id, "
+                    "text, language, human_verified, provenance FROM curation_releaseitem WHERE release_id = %s "
+                    "ORDER BY position", (args.release,))
+        for (position, split, sha, file, width, height, lic, credit, external_id, text, language, verified,
+             provenance) in cur:
+            fh.write(json.dumps({"position": position, "split": split, "image_id": provenance.get("image"),
+                                 "image_sha256": sha, "file": file, "width": width, "height": height,
+                                 "caption_id": provenance.get("caption"), "caption": text, "language": language,
+                                 "license": lic, "credit": credit, "external_id": external_id,
+                                 "human_verified": verified, "provenance": provenance},
+                                sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+            fh.write("\n")
+            n += 1
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": n, "bytes": out.stat().st_size, "files": 1, "peak_mib": _peak_mib()}
+
+
+def child_tar(args) -> dict:
+    """The same WebDataset members written with tarfile directly (one shard, files read from disk)."""
+    import io
+    import tarfile
+
+    import psycopg
+
+    media = Path(args.media)
+    out = Path(args.out) / "baseline.tar"
+    start = time.perf_counter()
+    with psycopg.connect(args.dsn) as conn, conn.cursor(name="tar") as cur, tarfile.open(out, "w") as tar:
+        cur.itersize = ITERSIZE
+        cur.execute("SELECT position, image_file, image_sha256, text FROM curation_releaseitem WHERE release_id = %s "
+                    "ORDER BY position", (args.release,))
+        for position, file, sha, text in cur:
+            key = f"{position:09d}"
+            data = (media / file).read_bytes()
+            meta = json.dumps({"file": file, "image_sha256": sha, "captions": [{"caption": text}]},
+                              sort_keys=True).encode()
+            for suffix, payload in (("jpg", data), ("json", meta)):
+                info = tarfile.TarInfo(f"{key}.{suffix}")
+                info.size, info.mtime, info.mode = len(payload), 0, 0o444
+                tar.addfile(info, io.BytesIO(payload))
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": 0, "bytes": out.stat().st_size, "files": 1, "peak_mib": _peak_mib()}
+
+
+# --- The parent -------------------------------------------------------------------------------------------------
+
+
+def _child(kind: str, env: dict, **kwargs) -> dict:
+    extra = [item for key, value in kwargs.items() for item in (f"--{key}", str(value))]
+    proc = subprocess.run([sys.executable, __file__, "--child", kind, *extra], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"child {kind} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _fresh(tmp: Path, name: str) -> Path:
+    path = tmp / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="captions in the release (default 1,000,000)")
+    parser.add_argument("--wds-images", type=int, default=2000)
+    parser.add_argument("--wds-kb", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=1, help="time each side this many times, keep the best")
+    parser.add_argument("--keep-db", action="store_true")
+    args = parser.parse_args()
+    base = postgres_base_url()
+    if base is None:
+        return 2
+    lines, ok = [], True
+    with scratch_database(base, "captionlab_bench_export", keep=args.keep_db) as db, \
+            tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
+        tmp = Path(tmp)
+        media = tmp / "media"
+        media.mkdir()
+        env = {**db.env, "MEDIA_ROOT": str(media)}
+        os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING", "MEDIA_ROOT": str(media)})
+        os.environ.pop("REDIS_URL", None)
+        _setup_django()
+        release_id, collection_id = make_release("bench captions", args.rows)
+        print(f"loading {args.rows:,} captions ({(args.rows + 1) // 2:,} images) and the release's items ...",
+              flush=True)
+        seconds = load_rows(db.dsn, args.rows, release_id, collection_id)
+        print(f"loaded in {seconds:.1f}s", flush=True)
+        wds_release, _ = make_release("bench shards", args.wds_images, collection_id)
+        load_wds(db.dsn, media, wds_release, collection_id, args.wds_images, args.wds_kb)
+        from django.db import connections
+
+        connections.close_all()
+
+        def best(kind, **kw):
+            result = None
+            for _ in range(args.repeat):
+                r = _child(kind, env, **kw, out=_fresh(tmp, "out"))
+                if result is None or r["seconds"] < result["seconds"]:
+                    result = r
+            return result
+
+        baseline = best("baseline", dsn=db.dsn, release=release_id)
+        base_rate = baseline["rows"] / baseline["seconds"]
+        results = {"baseline (psycopg + json.dumps)": baseline}
+        for fmt in ("jsonl", "parquet"):
+            results[f"{fmt} writer"] = best("writer", format=fmt, release=release_id)
+        print(f"\n{'export of ' + format(args.rows, ',') + ' captions':<34} {'rows/s':>10} {'ratio':>6} "
+              f"{'seconds':>8} {'MB out':>8} {'peak RSS':>10}")
+        for label, r in results.items():
+            rate = r["rows"] / r["seconds"]
+            print(f"{label:<34} {rate:>10,.0f} {rate / base_rate:>6.2f} {r['seconds']:>8.1f} "
+                  f"{r['bytes'] / 1e6:>8.1f} {r['peak_mib']:>6.0f} MiB")
+        for fmt in ("jsonl", "parquet"):
+            r = results[f"{fmt} writer"]
+            ratio = r["rows"] / r["seconds"] / base_rate
+            for name, good, text in (
+                    ("rate", ratio >= TARGET_RATIO, f"{ratio:.2f} of the baseline rate (target >= {TARGET_RATIO})"),
+                    ("memory", r["peak_mib"] < TARGET_RSS_MIB,
+                     f"peak RSS {r['peak_mib']:.0f} MiB (target < {TARGET_RSS_MIB} MB)")):
+                lines.append(f"{'PASS' if good else 'FAIL'} {fmt} {name}: {text}")
+                ok &= good
+
+        tar = best("tar", dsn=db.dsn, release=wds_release, media=media)
+        shards = best("writer", format="webdataset", release=wds_release)
+        tar_rate, wds_rate = tar["bytes"] / tar["seconds"] / 1e6, shards["bytes"] / shards["seconds"] / 1e6
+        print(f"\nWebDataset, {args.wds_images:,} images of ~{args.wds_kb} KB {'MB/s':>14} {'seconds':>8} {'MB out':>8} "
+              f"{'peak RSS':>10}")
+        print(f"{'tarfile directly':<40} {tar_rate:>8.1f} {tar['seconds']:>8.1f} {tar['bytes'] / 1e6:>8.1f} "
+              f"{tar['peak_mib']:>6.0f} MiB")
+        print(f"{'webdataset writer':<40} {wds_rate:>8.1f} {shards['seconds']:>8.1f} {shards['bytes'] / 1e6:>8.1f} "
+              f"{shards['peak_mib']:>6.0f} MiB")
+        ratio = wds_rate / tar_rate
+        good = ratio >= TARGET_RATIO
+        lines.append(f"{'PASS' if good else 'FAIL'} webdataset rate: {ratio:.2f} of tarfile's MB/s "
+                     f"(target >= {TARGET_RATIO})")
+        ok &= good
+        good = shards["peak_mib"] < TARGET_RSS_MIB
+        lines.append(f"{'PASS' if good else 'FAIL'} webdataset memory: peak RSS {shards['peak_mib']:.0f} MiB "
+                     f"(target < {TARGET_RSS_MIB} MB)")
+        ok &= good
+    print()
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        kind = sys.argv[2]
+        p = argparse.ArgumentParser()
+        for name in ("format", "out", "dsn", "media"):
+            p.add_argument(f"--{name}")
+        p.add_argument("--release", type=int)
+        a = p.parse_args(sys.argv[3:])
+        result = {"writer": child_writer, "baseline": child_baseline, "tar": child_tar}[kind](a)
+        print(json.dumps(result))
+    else:
+        sys.exit(main())

@@ -1,0 +1,178 @@
+"""API of releases (curator role): list, create, retrieve, freeze, items, exports and downloads.
+
+    GET  /api/releases/                                   list
+    POST /api/releases/                                   create {name, description?, config, freeze?}
+    GET  /api/releases/<id>/                              one release (status, counts, card, hash)
+    POST /api/releases/<id>/freeze/                       queue freezing (202)
+    GET  /api/releases/<id>/items/                        frozen items, paginated, ?split=
+    GET  /api/releases/<id>/exports/                      exports of the release
+    POST /api/releases/<id>/exports/                      {format, options} -> 202 (or 200 when reused)
+    GET  /api/releases/<id>/exports/<export_id>/download/ the file (?file= for a shard) or a signed redirect
+"""
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+
+from captionlab.roles import IsCurator
+from curation.api import WhitelistFilterMixin, _filter_params, _str
+from curation.models import Release, ReleaseExport, ReleaseItem
+
+from . import ReleaseError, services
+from .views import serve_export_file
+
+
+class ReleaseSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Release
+        fields = ["id", "name", "description", "config", "status", "items_total", "items_done", "counts", "report",
+                  "content_hash", "card", "error", "created_by", "created_at", "frozen_at"]
+        read_only_fields = fields
+
+
+class ReleaseCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    config = serializers.DictField(help_text="collections, run, vote_rules, origins, languages, "
+                                             "max_captions_per_image, dedup, splits, seed, test_human_verified, "
+                                             "missing_image")
+    freeze = serializers.BooleanField(required=False, default=False, help_text="queue freezing right away")
+
+
+class ReleaseItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ReleaseItem
+        fields = ["id", "position", "split", "image", "image_sha256", "image_file", "image_format", "width", "height",
+                  "license", "credit", "external_id", "caption", "text", "language", "human_verified", "provenance"]
+        read_only_fields = fields
+
+
+class ReleaseExportSerializer(serializers.ModelSerializer):
+    download = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReleaseExport
+        fields = ["id", "release", "format", "options", "status", "rows_total", "rows_done", "files", "sha256", "size",
+                  "report", "error", "attempts", "created_at", "finished_at", "download"]
+        read_only_fields = fields
+
+    def get_download(self, obj) -> str | None:
+        if obj.status != ReleaseExport.Status.DONE:
+            return None
+        from django.urls import reverse
+
+        return reverse("api-release-download", args=[obj.release_id, obj.pk])
+
+
+class ExportCreateSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=ReleaseExport.Format.choices)
+    options = serializers.DictField(required=False, default=dict, help_text='e.g. {"shard_size": 1000} for webdataset')
+
+
+def _bad(exc: ReleaseError, default: str):
+    return ValidationError({exc.field or default: exc.message})
+
+
+RELEASE_FILTERS = {"status": ("status", _str), "name": ("name__icontains", _str)}
+ITEM_FILTERS = {"split": ("split", _str)}
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(RELEASE_FILTERS)))
+class ReleaseViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = ReleaseSerializer
+    permission_classes = [IsCurator]
+    filters = RELEASE_FILTERS
+    orderings = ("id", "created_at", "name")
+
+    def get_queryset(self):
+        return Release.objects.select_related("created_by").order_by("-created_at")
+
+    def filter_queryset(self, queryset):
+        if self.action in ("list",):
+            return super().filter_queryset(queryset)
+        return queryset
+
+    @extend_schema(request=ReleaseCreateSerializer, responses={201: ReleaseSerializer})
+    def create(self, request):
+        form = ReleaseCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            release = services.release_create(data["name"], data["config"], request.user,
+                                               description=data.get("description", ""), freeze=data.get("freeze"))
+        except ReleaseError as exc:
+            raise _bad(exc, "config") from None
+        return Response(ReleaseSerializer(release).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: ReleaseSerializer})
+    @action(detail=True, methods=["post"])
+    def freeze(self, request, pk=None):
+        release = self.get_object()
+        try:
+            services.release_freeze(release)
+        except ReleaseError as exc:
+            raise _bad(exc, "status") from None
+        release.refresh_from_db()
+        return Response(ReleaseSerializer(release).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=ReleaseItemSerializer(many=True), parameters=_filter_params(ITEM_FILTERS))
+    @action(detail=True, methods=["get"])
+    def items(self, request, pk=None):
+        release = self.get_object()
+        view = _ItemFilter(request)
+        items = view.filter_queryset(ReleaseItem.objects.filter(release=release).order_by("position"))
+        page = self.paginate_queryset(items)
+        return self.get_paginated_response(ReleaseItemSerializer(page, many=True).data)
+
+    @extend_schema(methods=["GET"], responses=ReleaseExportSerializer(many=True))
+    @extend_schema(methods=["POST"], request=ExportCreateSerializer,
+                   responses={202: ReleaseExportSerializer, 200: ReleaseExportSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def exports(self, request, pk=None):
+        release = self.get_object()
+        if request.method == "GET":
+            return Response(ReleaseExportSerializer(release.exports.order_by("-created_at"), many=True).data)
+        form = ExportCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        before = set(release.exports.values_list("pk", flat=True))
+        try:
+            export = services.export_create(release, form.validated_data["format"],
+                                            form.validated_data.get("options") or {}, request.user)
+        except ReleaseError as exc:
+            raise _bad(exc, "format") from None
+        export.refresh_from_db()
+        code = status.HTTP_202_ACCEPTED if export.pk not in before else status.HTTP_200_OK
+        return Response(ReleaseExportSerializer(export).data, status=code)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("export_id", OpenApiTypes.INT, OpenApiParameter.PATH),
+                    OpenApiParameter("file", OpenApiTypes.STR, description="file name; needed for several shards")],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
+                   302: OpenApiResponse(description="redirect to a signed storage URL (S3)"),
+                   404: OpenApiResponse(description="no such export, file, or the export is not done")})
+    @action(detail=True, methods=["get"], url_path=r"exports/(?P<export_id>[0-9]+)/download",
+            url_name="download")
+    def download(self, request, pk=None, export_id=None):
+        release = self.get_object()
+        try:
+            export = release.exports.get(pk=export_id)
+        except ReleaseExport.DoesNotExist:
+            raise NotFound("No such export of this release.") from None
+        from django.http import Http404
+
+        try:
+            return serve_export_file(export, request.query_params.get("file"))
+        except Http404 as exc:
+            raise NotFound(str(exc)) from None
+
+
+class _ItemFilter(WhitelistFilterMixin):
+    filters = ITEM_FILTERS
+    orderings = ("position",)
+
+    def __init__(self, request):
+        self.request = request

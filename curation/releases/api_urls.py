@@ -1,0 +1,10 @@
+"""API routes of releases (included from curation/api_urls.py, under /api/)."""
+from django.urls import include, path
+from rest_framework.routers import SimpleRouter
+
+from . import api
+
+router = SimpleRouter()
+router.register("releases", api.ReleaseViewSet, basename="api-release")
+
+urlpatterns = [path("", include(router.urls))]

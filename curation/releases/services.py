@@ -1,0 +1,205 @@
+"""What pages, the API, the command and the tasks call to make releases and their exports.
+
+``release_create`` validates a configuration (through the library's ``validate_config``) and
+stores a queued release; ``release_freeze`` queues its freezing; ``export_create`` asks for one
+format of a frozen release, reusing a finished export of the same format and options.
+The work itself runs in ``run_freeze`` and ``publish.run_export``, called by the Celery tasks.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from curation.models import Release, ReleaseExport, ReleaseItem
+
+from . import ReleaseError
+
+log = logging.getLogger(__name__)
+
+MAX_NAME = 200
+# WebDataset shards: samples (images) per tar file, and bytes per tar file.
+SAMPLES_PER_SHARD_MIN, SAMPLES_PER_SHARD_MAX = 1, 1_000_000
+SHARD_BYTES_MIN, SHARD_BYTES_MAX = 1024, 100 * 1024**3
+PROGRESS_EVERY_S = 0.5  # progress is written to the database at most this often
+
+
+def _user(user):
+    return user if (user is not None and getattr(user, "is_authenticated", False)) else None
+
+
+def release_create(name: str, config: dict, user=None, *, description: str = "", freeze: bool = False) -> Release:
+    """A queued release of ``config`` (validated and normalised); with ``freeze`` it is queued
+    for freezing once the transaction commits. Raises ReleaseError naming the bad field."""
+    from .freeze import validate_config
+
+    name = (name or "").strip()
+    if not name:
+        raise ReleaseError("Give the release a name.", "name")
+    if len(name) > MAX_NAME:
+        raise ReleaseError(f"The name is longer than {MAX_NAME} characters.", "name")
+    if Release.objects.filter(name=name).exists():
+        raise ReleaseError(f"A release named {name!r} exists already: names are unique.", "name")
+    normalised = validate_config(config)
+    try:
+        with transaction.atomic():
+            release = Release.objects.create(name=name, description=description or "", config=normalised,
+                                             created_by=_user(user))
+    except IntegrityError:
+        raise ReleaseError(f"A release named {name!r} exists already: names are unique.", "name") from None
+    if freeze:
+        release_freeze(release)
+    return release
+
+
+def release_freeze(release: Release, *, enqueue: bool = True) -> Release:
+    """Queue the freezing of a release that is queued or failed; a frozen release never changes."""
+    if release.status == Release.Status.FROZEN:
+        raise ReleaseError("This release is frozen already: it never changes. Create a new release instead.",
+                           "status")
+    if release.status == Release.Status.FREEZING:
+        raise ReleaseError("This release is being frozen right now.", "status")
+    Release.objects.filter(pk=release.pk).update(status=Release.Status.QUEUED, error="", items_done=0)
+    release.status, release.error, release.items_done = Release.Status.QUEUED, "", 0
+    if enqueue:
+        from .tasks import release_freeze as task
+
+        transaction.on_commit(lambda: task.delay(release.pk))
+    return release
+
+
+class Throttled:
+    """A progress callback that writes ``done`` and ``total`` to one row at most every half second
+    (and always at the end), so a million-row export does not issue a million updates."""
+
+    def __init__(self, model, pk: int, done_field: str, total_field: str, echo=None):
+        self.model, self.pk, self.done_field, self.total_field = model, pk, done_field, total_field
+        self.echo = echo  # also told, at the same pace (the command prints a progress line)
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY_S and not (total and done >= total):
+            return
+        self.last = now
+        values = {self.done_field: max(int(done), 0)}
+        if total is not None:
+            values[self.total_field] = max(int(total), 0)
+        self.model.objects.filter(pk=self.pk).update(**values)
+        if self.echo is not None:
+            self.echo(int(done), total)
+
+
+def run_freeze(release_id: int, echo=None) -> Release:
+    """What the task does: freeze a queued release. Idempotent under redelivery: a frozen release
+    is left alone, and a freeze cut short by a dead worker starts over from no items."""
+    from .freeze import freeze
+
+    release = Release.objects.get(pk=release_id)
+    if release.status == Release.Status.FROZEN:
+        return release
+    ReleaseItem.objects.filter(release=release).delete()  # leftovers of an interrupted attempt
+    Release.objects.filter(pk=release.pk).update(status=Release.Status.FREEZING, error="", items_done=0)
+    release.refresh_from_db()
+    try:
+        return freeze(release, progress=Throttled(Release, release.pk, "items_done", "items_total", echo))
+    except ReleaseError as exc:
+        # The library marks the release failed; make sure of it, with the message.
+        Release.objects.filter(pk=release.pk).exclude(status=Release.Status.FROZEN).update(
+            status=Release.Status.FAILED, error=exc.message)
+    except Exception as exc:  # noqa: BLE001 - recorded on the release for the curator to read
+        log.exception("freezing release %s failed", release.pk)
+        ReleaseItem.objects.filter(release=release).delete()
+        Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED,
+                                                     error=f"{type(exc).__name__}: {exc}")
+    release.refresh_from_db()
+    return release
+
+
+# --- Exports ---------------------------------------------------------------------------------------
+
+
+def _whole(value, field: str, low: int, high: int, what: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError
+            value = int(value)
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ReleaseError(f"The {what} must be a whole number.", field) from None
+    if not low <= number <= high:
+        raise ReleaseError(f"The {what} must be between {low:,} and {high:,}.", field)
+    return number
+
+
+def normalise_options(fmt: str, options: dict | None) -> dict:
+    """The options an export of ``fmt`` accepts, checked: WebDataset takes ``samples_per_shard``
+    and ``shard_size`` (bytes per tar shard); the other formats take none. Unknown keys are
+    refused, not ignored; empty values mean the default."""
+    options = {k: v for k, v in dict(options or {}).items() if v not in (None, "")}
+    clean: dict = {}
+    if fmt == ReleaseExport.Format.WEBDATASET:
+        if "samples_per_shard" in options:
+            clean["samples_per_shard"] = _whole(options.pop("samples_per_shard"), "samples_per_shard",
+                                                SAMPLES_PER_SHARD_MIN, SAMPLES_PER_SHARD_MAX, "samples per shard")
+        if "shard_size" in options:
+            clean["shard_size"] = _whole(options.pop("shard_size"), "shard_size", SHARD_BYTES_MIN, SHARD_BYTES_MAX,
+                                         "shard size in bytes")
+    unknown = sorted(options)
+    if unknown:
+        raise ReleaseError(f"Unknown option{'s' if len(unknown) > 1 else ''} for {fmt}: {', '.join(unknown)}.",
+                           "options")
+    return clean
+
+
+def export_create(release: Release, format: str, options: dict | None = None, user=None, *,
+                  enqueue: bool = True) -> ReleaseExport:
+    """An export of a frozen release in one format. A finished (or still running) export with the
+    same format and options is returned as it is: the files would be byte-identical."""
+    if format not in ReleaseExport.Format.values:
+        raise ReleaseError(f"Unknown format {format!r}: choose one of {', '.join(ReleaseExport.Format.values)}.",
+                           "format")
+    if release.status != Release.Status.FROZEN:
+        raise ReleaseError(f"Only a frozen release can be exported; this one is {release.get_status_display().lower()}.",
+                           "release")
+    clean = normalise_options(format, options)
+    with transaction.atomic():
+        Release.objects.select_for_update().filter(pk=release.pk).first()  # one export per key at a time
+        for existing in ReleaseExport.objects.filter(
+                release=release, format=format,
+                status__in=[ReleaseExport.Status.DONE, ReleaseExport.Status.RUNNING, ReleaseExport.Status.QUEUED]
+        ).order_by("-created_at"):
+            if existing.options == clean:
+                return existing
+        export = ReleaseExport.objects.create(release=release, format=format, options=clean, created_by=_user(user),
+                                              rows_total=release.items_total)
+    if enqueue:
+        queue_export(export)
+    return export
+
+
+def queue_export(export: ReleaseExport) -> None:
+    from .tasks import release_export as task
+
+    transaction.on_commit(lambda: task.delay(export.pk))
+
+
+def export_retry(export: ReleaseExport) -> ReleaseExport:
+    """Queue a failed export again (its attempts keep counting)."""
+    if export.status != ReleaseExport.Status.FAILED:
+        raise ReleaseError("Only a failed export can be retried.", "status")
+    ReleaseExport.objects.filter(pk=export.pk).update(status=ReleaseExport.Status.QUEUED, error="", rows_done=0)
+    export.refresh_from_db()
+    queue_export(export)
+    return export
+
+
+def mark_attempt(export_id: int) -> None:
+    ReleaseExport.objects.filter(pk=export_id).update(
+        attempts=F("attempts") + 1, status=ReleaseExport.Status.RUNNING, rows_done=0, error="",
+        files=[], sha256="", size=0, report=[], finished_at=None)

@@ -1,0 +1,104 @@
+"""The executor's fast path for per-item steps: sub-batches whose decisions are COPYed while the next is
+computed, decisions of text-only steps kept per distinct text across chunks. It must write exactly the
+decisions (and child captions) of the plain path."""
+import pytest
+
+from curation.models import Caption, Collection, FilterDecision, Image, Pipeline, RunChunk
+from curation.pipeline import executor
+from curation.services import run_create
+
+pytestmark = pytest.mark.django_db
+
+STEPS = ["boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
+         "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity"]
+TEXTS = [
+    "Actor Tom Hanks arrives at the Academy Awards in Los Angeles.",
+    "Stock photo a dog runs along the beach near the old harbour",
+    "a dog runs along the beach",
+    "Sale sale cheap sale",
+    "Embedded image permalink",
+    "Une maison près du vieux pont sur la rivière, au coucher du soleil.",
+    "A beautiful smiling happy bride with lovely flowers in the garden",
+    "The view of the city from the top of the tower at night.",
+    "A tab\there and a back\\slash in the text of a caption",
+    "",
+]
+
+
+def _run(collection, sub_batch, chunk_images, monkeypatch):
+    monkeypatch.setattr(executor, "SUB_BATCH_CAPTIONS", sub_batch)
+    monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk_images)
+    pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=[{"filter": s} for s in STEPS])
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    executor.start(run.pk, enqueue=lambda *a: None)
+    for chunk in RunChunk.objects.filter(run=run).order_by("index"):
+        executor.run_chunk(run.pk, chunk.index)
+    run.refresh_from_db()
+    return run
+
+
+def _decisions(run):
+    return sorted(FilterDecision.objects.filter(run=run).values_list(
+        "step", "filter_name", "image_id", "caption_id", "outcome", "score", "reason", "details", "text_before",
+        "text_after"), key=lambda row: (row[0], row[2], row[3] or 0))
+
+
+def _children(run):
+    return sorted(Caption.objects.filter(origin="transformed", source__startswith=f"run {run.pk}:")
+                  .values_list("parent_id", "text"))
+
+
+@pytest.fixture
+def collection():
+    collection = Collection.objects.create(name="streaming")
+    for i in range(36):  # each text several times, in different chunks and sub-batches
+        image = Image.objects.create(collection=collection, external_id=f"s{i}", status="missing")
+        Caption.objects.create(image=image, text=TEXTS[i % len(TEXTS)], origin="alt_text")
+        if i % 4 == 0:
+            Caption.objects.create(image=image, text=TEXTS[(i + 3) % len(TEXTS)], origin="alt_text")
+    return collection
+
+
+def test_streamed_sub_batches_write_the_decisions_of_the_plain_path(collection, monkeypatch):
+    plain = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch)
+    executor._DECISION_CACHE[:] = [{}, {}]
+    streamed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch)
+    assert streamed.chunks_total == 3 and streamed.chunks_done == 3
+    expected, found = _decisions(plain), _decisions(streamed)
+    assert len(found) == len(expected) > 36 * 5
+    assert found == expected
+    assert [t for _, t in _children(streamed)] == [t for _, t in _children(plain)]
+    assert {row["filter"]: row["dropped"] for row in streamed.funnel} == {row["filter"]: row["dropped"] for row in plain.funnel}
+    tabbed = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", caption__text=TEXTS[8])
+    assert tabbed.count() == 3 and {d.text_before for d in tabbed} == {TEXTS[8]}
+
+
+def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothing(collection, monkeypatch):
+    run = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch)
+    before = FilterDecision.objects.filter(run=run).count()
+    chunk = run.chunks.order_by("index").first()
+    executor.process_chunk(run, chunk.item_ids)  # a re-delivered task: through ON CONFLICT DO NOTHING
+    assert FilterDecision.objects.filter(run=run).count() == before
+
+    from curation.pipeline.text_filters import ProfanityFilter
+
+    calls = []
+
+    def boom(self, items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            raise RuntimeError("boom in the second sub-batch")
+        return original(self, items)
+
+    original = ProfanityFilter.apply
+    monkeypatch.setattr(ProfanityFilter, "apply", boom)
+    executor._DECISION_CACHE[:] = [{}, {}]
+    pipeline = Pipeline.objects.create(name="failing", steps=[{"filter": s} for s in STEPS])
+    failing = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    executor.start(failing.pk, enqueue=lambda *a: None)
+    first = failing.chunks.order_by("index").first()
+    with pytest.raises(executor.PipelineError, match="boom"):
+        executor.run_chunk(failing.pk, first.index)
+    assert not FilterDecision.objects.filter(run=failing).exists()
+    first.refresh_from_db()
+    assert first.status == RunChunk.Status.RUNNING
