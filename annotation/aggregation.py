@@ -35,7 +35,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from .kinds import CandidatesKind, SliderKind, WriteKind
-from .models import Aggregate, Campaign, Membership, Task, Vote, Worker
+from .models import Assignment, Aggregate, Campaign, Membership, Task, Vote, Worker
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,13 @@ def _slow_limit() -> int:
 # --- loading --------------------------------------------------------------------------------------
 
 def load_votes(campaign: Campaign) -> pd.DataFrame:
-    """One query: the campaign's counted votes on real tasks (quarantined votes, whose external
-    assignment the provider has not confirmed, are left out) with the worker's block state."""
+    """One query: the campaign's counted votes on real tasks with the worker's block state.
+    Left out: quarantined votes (their external assignment is not confirmed by the provider) and
+    the votes of assignments the requester rejected (judged bad work, so they are not evidence)."""
     blocked_members = set(Membership.objects.filter(campaign=campaign, blocked=True)
                           .values_list("worker_id", flat=True))
     rows = list(Vote.objects.filter(campaign=campaign, role=Task.Role.REAL, task__role=Task.Role.REAL, quarantined=False)
+                .exclude(assignment__state=Assignment.State.REJECTED)
                 .order_by("pk")
                 .values_list("pk", "task_id", "worker_id", "value", "seconds", "caption_id", "worker__blocked"))
     frame = pd.DataFrame(rows, columns=["vote", "task", "worker", "value", "seconds", "caption", "worker_blocked"])

@@ -273,3 +273,19 @@ def test_written_captions_rover_and_representative(make_campaign, django_user_mo
     assert "dog" in rover.label and rover.n_votes == 3
     assert rover.details["representative"]["text"] in ("a dog runs on the beach", "a dog running on the beach")
     assert stats["agreement"]["alpha"] is None and stats["methods"] == ["rover"]
+
+
+def test_rejected_and_quarantined_work_is_not_evidence(make_campaign, django_user_model):
+    from annotation.models import Assignment
+
+    campaign, tasks, workers = setup(make_campaign, django_user_model, "quality", 2, 3, prefix="rq")
+    cast(campaign, tasks, workers, [[G, G, B], [B, B, G]])
+    rejected = Assignment.objects.create(campaign=campaign, worker=workers[0], state=Assignment.State.REJECTED)
+    Vote.objects.filter(worker=workers[0]).update(assignment=rejected)
+    Vote.objects.filter(worker=workers[1], task=tasks[1]).update(quarantined=True)
+    aggregate_campaign(campaign.pk)
+    # worker 0's votes are gone (rejected) and worker 1's vote on task 1 is quarantined
+    assert labels(campaign, "majority") == {tasks[0].pk: labels(campaign, "majority")[tasks[0].pk],
+                                            tasks[1].pk: "good"}
+    assert Aggregate.objects.get(task=tasks[0], method="majority").n_votes == 2
+    assert Aggregate.objects.get(task=tasks[1], method="majority").n_votes == 1
