@@ -113,9 +113,10 @@ def work_view(view):
             if needs_consent(request, access.campaign):
                 return redirect("linkout-consent", access.campaign.public_token or "-")
             try:
-                return view(request, access, *args, **kwargs)
+                response = view(request, access, *args, **kwargs)
             except RoutingError as error:
-                return _render(request, access, _panel_context(access, None, error=error), status=error.status)
+                response = _render(request, access, _panel_context(access, None, error=error), status=error.status)
+            return _framed_for_provider(access.campaign, response)
         if not request.user.is_authenticated:
             if request.htmx:  # a swapped-in login form would be useless: send the whole page there
                 response = HttpResponse(status=204)
@@ -132,6 +133,16 @@ def work_view(view):
             return _render(request, access, _panel_context(access, None, error=error), status=error.status)
 
     return wrapper
+
+
+def _framed_for_provider(campaign: Campaign, response):
+    """An MTurk worker sees these pages inside MTurk's iframe: let MTurk's origins (and only
+    them) frame the responses of an MTurk session; every other page keeps X-Frame-Options DENY."""
+    if campaign.backend == Campaign.Backend.MTURK:
+        from .views_mturk import framable
+
+        return framable(response)
+    return response
 
 
 def _refused(request, error: RoutingError):

@@ -10,6 +10,8 @@ half-launched because each provider call is one transaction.
 """
 from __future__ import annotations
 
+from functools import wraps
+
 import logging
 import secrets
 
@@ -115,7 +117,24 @@ def linkout_consent(request, token):
         "participant": found[0].external_id})
 
 
+def _framed(view):
+    """Responses to an MTurk campaign's worker are shown inside MTurk's iframe."""
+
+    @wraps(view)
+    def wrapper(request, campaign_id, *args, **kwargs):
+        response = view(request, campaign_id, *args, **kwargs)
+        campaign = Campaign.objects.filter(pk=campaign_id).only("backend").first()
+        if campaign is not None and campaign.backend == Campaign.Backend.MTURK:
+            from .views_mturk import framable
+
+            return framable(response)
+        return response
+
+    return wrapper
+
+
 @require_http_methods(["GET", "POST"])
+@_framed
 def external_finish(request, campaign_id):
     """The worker's Finish: the assignment is submitted (once; a replay shows the same end) and the
     provider says what the browser gets (completion code and redirect, or MTurk's post-back)."""
