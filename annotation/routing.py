@@ -749,6 +749,21 @@ def discard_assignment(assignment: Assignment) -> int:
     Assignment.objects.filter(pk=assignment.pk).update(confirmed=False, state=Assignment.State.REJECTED,
                                                        reviewed_at=timezone.now())
     assignment.confirmed, assignment.state = False, Assignment.State.REJECTED
+    _release_slots(assignment, held_by)
+    return Vote.objects.filter(assignment=assignment).count()
+
+
+def withdraw_votes(assignment: Assignment) -> int:
+    """The requester rejected this (confirmed) assignment's work: its votes stop counting (they
+    are quarantined, so neither aggregated nor paid) and their tasks go back to the pool to collect
+    replacement votes. Idempotent. Returns how many votes were withdrawn now."""
+    before = Vote.objects.filter(assignment=assignment, quarantined=False).count()
+    _release_slots(assignment, {})
+    return before
+
+
+def _release_slots(assignment: Assignment, held_by: dict) -> None:
+    """Un-count the assignment's votes and drop its reservations, each task under its row lock."""
     task_ids = set(Reservation.objects.filter(assignment=assignment).values_list("task_id", flat=True))
     task_ids |= set(Vote.objects.filter(assignment=assignment, quarantined=False).values_list("task_id", flat=True))
     task_ids |= set(held_by)
@@ -765,9 +780,8 @@ def discard_assignment(assignment: Assignment) -> int:
             Task.objects.filter(pk=task.pk).update(votes_count=votes_count,
                                                    reserved_count=max(task.reserved_count - n, 0), status=status,
                                                    done_at=task.done_at if status == Task.Status.DONE else None)
-    return Vote.objects.filter(assignment=assignment).count()
 
 
-__all__ = ["confirm_assignment", "discard_assignment", "RoutingError", "Served", "Submitted", "next_task", "submit_vote", "edit_vote", "release",
+__all__ = ["confirm_assignment", "discard_assignment", "withdraw_votes", "RoutingError", "Served", "Submitted", "next_task", "submit_vote", "edit_vote", "release",
            "sweep_expired", "block_worker", "worker_for_user", "membership_for", "last_editable_vote",
            "feed_rating_campaign", "entropy", "stage_of"]

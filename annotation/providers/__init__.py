@@ -1,4 +1,5 @@
-"""Crowd providers: one module per marketplace (see base.py)."""
+"""Crowd providers: one module per marketplace (see base.py). Each module registers itself when
+imported; ``load_all`` imports them all (a broken module fails loudly, it is never skipped)."""
 import importlib
 
 PROVIDER_MODULES = ("inhouse", "linkout", "mturk")
@@ -6,8 +7,4 @@ PROVIDER_MODULES = ("inhouse", "linkout", "mturk")
 
 def load_all() -> None:
     for name in PROVIDER_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:  # a module still being written must not break the others
-            if exc.name != f"{__name__}.{name}":
-                raise
+        importlib.import_module(f"{__name__}.{name}")

@@ -154,6 +154,15 @@ class MTurkProvider(CrowdProvider):
         self._max_attempts = max_attempts
         self.sleep = sleep
 
+    def credentials_status(self, campaign) -> tuple[bool, str]:
+        """Whether boto3 finds AWS credentials (environment, profile), without calling MTurk."""
+        import boto3
+
+        if boto3.session.Session().get_credentials() is None:
+            return False, ("No AWS credentials for MTurk: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the "
+                           "server's environment (or an AWS profile).")
+        return True, f"AWS credentials found; MTurk endpoint {settings.MTURK_ENDPOINT_URL}."
+
     # -- the client and its calls --------------------------------------------------------------
     @property
     def client(self):

@@ -149,6 +149,7 @@ def reject(campaign: Campaign, provider: CrowdProvider, a: Assignment, feedback:
     Assignment.objects.filter(pk=a.pk, state=State.SUBMITTED).update(
         state=State.REJECTED, reviewed_at=timezone.now(), feedback=feedback)
     a.state = State.REJECTED
+    routing.withdraw_votes(a)  # rejected work is not evidence: its items collect new votes
 
 
 def pay_bonus(provider: CrowdProvider, a: Assignment, cents: int, reason: str) -> bool:
@@ -283,5 +284,15 @@ def sync_all() -> dict:
         except ProviderError as exc:
             log.warning("sync of campaign %s: %s", campaign.pk, exc.message)
             _update_config(campaign, last_sync={"at": timezone.now().isoformat(), "error": exc.message})
+            out[campaign.pk] = {"error": exc.message}
+    # Link-out campaigns whose marketplace has an API (Prolific) are pulled the same way.
+    from .linkout import sync_api
+
+    for campaign in Campaign.objects.filter(backend=Campaign.Backend.LINKOUT, status=Campaign.Status.RUNNING,
+                                            provider_config__api="prolific"):
+        try:
+            out[campaign.pk] = sync_api(campaign)
+        except ProviderError as exc:
+            log.warning("sync of link-out campaign %s: %s", campaign.pk, exc.message)
             out[campaign.pk] = {"error": exc.message}
     return out
