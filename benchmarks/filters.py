@@ -115,7 +115,8 @@ def child_pipeline(args):
 
     run = FilterRun.objects.get(pk=args.run)
     needs = frozenset().union(*(registry.get(step["filter"]).needs for step in run.snapshot))
-    nlp.load(needs)
+    model = nlp.load(needs)
+    list(model.pipe(json.loads(Path(args.texts).read_text())[:200]))  # the same warm-up as the baseline's
     for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
         if hasattr(flt, "warm"):
             flt.warm()
@@ -173,20 +174,31 @@ def _prepare_run(texts: list[str], steps: list[str], name: str, env: dict, fit_t
     return run.pk
 
 
-def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=None):
+def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=None, repeat=1):
+    """Rates of raw nlp.pipe and of the pipeline with each number of workers. With ``repeat`` > 1 each is
+    measured that many times, alternately (raw, pipelines, raw, pipelines, ...), each time in fresh
+    processes and on a fresh run, and the best of each is kept: on a shared machine the best rate is the
+    one least disturbed by other work, and both sides get the same treatment."""
     texts_file = tmp / f"{name}.json"
     texts_file.write_text(json.dumps(texts))
-    raw = _result(_child("raw", env, "--texts", str(texts_file), "--steps", ",".join(steps)))
-    rows = []
-    for workers in workers_list:
-        run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
-        procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w))
-                 for w in range(workers)]
-        results = [_result(p) for p in procs]
-        wall = max(r["seconds"] for r in results)
-        rows.append((workers, len(texts) / wall, max(r["peak_mib"] for r in results), run_id))
+    raw = None
+    best: dict[int, tuple] = {}
+    for _ in range(repeat):
+        result = _result(_child("raw", env, "--texts", str(texts_file), "--steps", ",".join(steps)))
+        if raw is None or result["items"] / result["seconds"] > raw["items"] / raw["seconds"]:
+            raw = result
+        for workers in workers_list:
+            run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
+            procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w),
+                            "--texts", str(texts_file))
+                     for w in range(workers)]
+            results = [_result(p) for p in procs]
+            wall = max(r["seconds"] for r in results)
+            row = (workers, len(texts) / wall, max(r["peak_mib"] for r in results), run_id)
+            if workers not in best or row[1] > best[workers][1]:
+                best[workers] = row
     raw_rate = raw["items"] / raw["seconds"]
-    return raw_rate, raw, rows
+    return raw_rate, raw, [best[w] for w in workers_list]
 
 
 def main() -> int:
@@ -194,6 +206,8 @@ def main() -> int:
     parser.add_argument("--captions", type=int, default=20_000)
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--only", choices=["cc", "ava"], help="run one family of scenarios")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure each rate this many times, alternating baseline and pipeline; keep the best")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
@@ -210,14 +224,15 @@ def main() -> int:
             for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
                 texts = make_captions(args.captions, dup)
                 workers = (1, 2) if dup == 0.0 else (1,)
-                raw_rate, raw, rows = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers)
+                raw_rate, raw, rows = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers, repeat=args.repeat)
                 for w, rate, peak, run_id in rows:
                     lines.append((f"{name} ({w} worker{'s' if w > 1 else ''})", len(texts), rate, raw_rate,
                                   peak, raw["peak_mib"]))
         if args.only in (None, "ava"):
             comments = make_comments(args.comments)
             fit = make_comments(5000, seed=99)
-            raw_rate, raw, rows = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit)
+            raw_rate, raw, rows = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit,
+                                           repeat=args.repeat)
             for w, rate, peak, run_id in rows:
                 lines.append((f"ava informativeness ({w} worker{'s' if w > 1 else ''})", len(comments), rate,
                               raw_rate, peak, raw["peak_mib"]))

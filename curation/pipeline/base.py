@@ -69,6 +69,10 @@ class Filter:
     # The decision depends on the text alone (not the image, labels or language field): the
     # executor then applies the filter once per distinct text and shares the decision.
     text_only: ClassVar[bool] = False
+    # Each item's decision depends on that item alone (not on the other items of the batch), and
+    # ``apply`` uses no database: the executor may then split a chunk into smaller batches and
+    # stream their decisions to the database while it computes the next batch.
+    per_item: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None, state: Any = None):
         unknown = set(params or {}) - set(self.defaults)
@@ -76,6 +80,10 @@ class Filter:
             raise ValueError(f"{self.name}: unknown parameter(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
         self.params = {**self.defaults, **(params or {})}
         self.state = state
+
+    def warm(self) -> None:
+        """Load what the filter builds lazily once per process (lexicons, detectors, compiled tables), so
+        that a worker pays for it before its first chunk rather than inside it. Optional."""
 
     def fit(self, items: list[Item]) -> Any:  # pragma: no cover - only for fitting filters
         raise NotImplementedError

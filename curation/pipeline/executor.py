@@ -29,7 +29,8 @@ from .base import DROP, KEEP, NA, Decision, Filter, Item
 
 log = logging.getLogger(__name__)
 
-CHUNK_IMAGES = 100
+CHUNK_IMAGES = 2000  # at most this many images a chunk
+CHUNK_CAPTIONS = 2000  # and a chunk is closed once its images hold this many captions
 MAX_ATTEMPTS = 3
 SKIP_ORIGINS = (Caption.Origin.TRANSFORMED,)
 
@@ -154,150 +155,491 @@ def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
 
 
 # --- Chunks ---------------------------------------------------------------------------------------
+#
+# A chunk's steps run in segments. A segment of steps that all declare ``per_item`` (each item's
+# decision depends on that item alone, and ``apply`` uses no database) runs on sub-batches of about
+# SUB_BATCH_CAPTIONS captions, and the decisions of each sub-batch are COPYed into the decisions
+# table from a helper thread, on the chunk's own transaction, while this thread computes the next
+# sub-batch: PostgreSQL inserts them (and checks their foreign keys) on its own core meanwhile.
+# Other steps run over the whole chunk, as one batch. Texts are parsed only when a step needs a
+# decision about them that is not known yet. Decision rows are built as COPY text lines: for a
+# text-only step, the line's text (outcome, score, reason, details JSON, ...) is built once per
+# distinct text and kept per worker process, so a duplicate caption costs one concatenation.
+
+SUB_BATCH_CAPTIONS = 256
+
+
+class _ChunkState:
+    """What the steps of one chunk accumulate: decision lines, transforms, seeds, parses."""
+
+    def __init__(self, run: FilterRun, filters: list[Filter]):
+        self.run = run
+        self.filters = filters
+        self.lines: list[str] = []
+        self.transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
+        self.seeds: dict[int, list] = {}
+        self.parsed_needs: frozenset[str] = frozenset()
+        self.docs: dict[str, object] = {}  # text -> its parse with ``parsed_needs``
+        snapshot = run.snapshot
+        # The spaCy needs of the caption steps from each position on (parse once with all of them).
+        self.remaining_needs = [frozenset().union(*(
+            f.needs for s, f in zip(snapshot[position:], filters[position:])
+            if s["target"] != "image" and not s["run_level"])) for position in range(len(snapshot))]
+        self.prefixes: dict[int, str] = {}  # id(item) -> "run\timage\tcaption\t"
+
+    def prefix(self, item: Item) -> str:
+        found = self.prefixes.get(id(item))
+        if found is None:
+            caption = "\\N" if item.caption_id is None else item.caption_id
+            found = self.prefixes[id(item)] = f"{self.run.pk}\t{item.image_id}\t{caption}\t"
+        return found
+
+    def ensure_docs(self, items: list[Item], flt: Filter, position: int) -> None:
+        """Give each item the parse of its current text with (at least) the filter's components."""
+        if not flt.needs:
+            return
+        if not flt.needs <= self.parsed_needs:
+            self.parsed_needs = self.parsed_needs | self.remaining_needs[position] | flt.needs
+            self.docs = {}
+        docs = self.docs
+        missing = [it.text for it in items if it.text not in docs]
+        if missing:
+            docs.update(nlp.parse_unique(missing, self.parsed_needs))
+        for it in items:
+            it.doc = docs[it.text]
+
 
 def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
     """Run the chunk-level steps over some images and their captions; returns the items processed."""
     filters = instantiate(run)
     images, captions = load_items(image_ids)
+    state = _ChunkState(run, filters)
+    steps = [(position, step, flt) for position, (step, flt) in enumerate(zip(run.snapshot, filters))
+             if not step["run_level"]]
+    segments: list[tuple[bool, list]] = []  # (per item, steps), consecutive
+    for entry in steps:
+        per_item = bool(entry[2].per_item)
+        if segments and segments[-1][0] == per_item:
+            segments[-1][1].append(entry)
+        else:
+            segments.append((per_item, [entry]))
+    # Straight into the table when this run has no decision for these images yet (the first
+    # attempt of a chunk); otherwise (a re-delivered chunk) through ON CONFLICT DO NOTHING.
+    direct = (connection.vendor == "postgresql"
+              and not FilterDecision.objects.filter(run=run, image_id__in=image_ids).exists())
     alive_images = dict(images)
     alive_captions = list(captions)
-    decisions: list[DecisionRow] = []
-    transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
-    seeds: dict[int, list] = {}
-    parsed_needs: frozenset[str] = frozenset()
-    parsed_text: dict[int, str] = {}  # caption id -> the text its doc is the parse of
-
-    for position, (step, flt) in enumerate(zip(run.snapshot, filters)):
-        if step["run_level"]:
-            continue
-        if step["target"] == "image":
-            targets = list(alive_images.values())
-        else:
-            targets = alive_captions
-            remaining_needs = frozenset().union(*(
-                f.needs for s, f in zip(run.snapshot[position:], filters[position:])
-                if s["target"] != "image" and not s["run_level"]))
-            if flt.needs:
-                stale = [it for it in targets if parsed_text.get(it.caption_id) != it.text or not (flt.needs <= parsed_needs)]
-                if stale:
-                    parsed_needs = parsed_needs | remaining_needs | flt.needs
-                    docs = nlp.parse_unique([it.text for it in stale], parsed_needs)
-                    for it in stale:
-                        it.doc = docs[it.text]
-                        parsed_text[it.caption_id] = it.text
-        if not targets:
-            continue
-        try:
-            results = _apply(flt, targets, (run.pk, position))
-        except Exception as exc:  # one filter's bug must not lose the chunk: it fails with a reason
-            raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
-        if len(results) != len(targets):
-            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for {len(targets)} items")
-        dropped_images = set()
-        survivors = []
-        for item, decision in zip(targets, results):
-            before = item.text
-            if decision.text is not None and decision.text != item.text:
-                item.text = decision.text
-                if item.caption_id is not None and decision.outcome != DROP:
-                    transforms.setdefault(item.caption_id, []).append((position, decision.text))
-            if step["filter"] == "caption_seeds" and decision.details.get("seeds") and item.caption_id:
-                seeds[item.caption_id] = decision.details["seeds"]
-            if decision.details.get("entity_types") is not None:
-                item.entity_types = list(decision.details["entity_types"])
-            decisions.append(_decision_row(run, position, step, item, decision, before))
-            if decision.outcome == DROP:
-                if item.caption_id is None:
-                    dropped_images.add(item.image_id)
+    with transaction.atomic(), _DecisionWriter(direct) as writer:
+        for per_item, segment in segments:
+            if per_item and writer.direct and len(alive_captions) > SUB_BATCH_CAPTIONS:
+                next_images: dict[int, Item] = {}
+                next_captions: list[Item] = []
+                for batch_images, batch_captions in _sub_batches(alive_images, alive_captions):
+                    batch_images, batch_captions = _run_steps(state, segment, batch_images, batch_captions)
+                    next_images.update(batch_images)
+                    next_captions.extend(batch_captions)
+                    writer.stream(state.lines)  # PostgreSQL inserts these while the next batch is computed
+                    state.lines = []
+                alive_images, alive_captions = next_images, next_captions
             else:
-                survivors.append(item)
-        if step["target"] == "image":
-            for image_id in dropped_images:
-                alive_images.pop(image_id, None)
-            alive_captions = [it for it in alive_captions if it.image_id not in dropped_images]
-        else:
-            alive_captions = survivors
-
-    with transaction.atomic():
-        write_decisions(decisions)
-        _save_transformed(run, {it.caption_id: it for it in alive_captions}, transforms, captions)
-        if seeds:
+                writer.pause()  # the steps below may use the database connection
+                alive_images, alive_captions = _run_steps(state, segment, alive_images, alive_captions)
+        writer.finish(state.lines)
+        for it in captions:
+            it.doc = None
+        _save_transformed(run, {it.caption_id: it for it in alive_captions}, state.transforms, captions)
+        if state.seeds:
             from .seeds import save_seeds
 
-            for caption_id, found in seeds.items():
+            for caption_id, found in state.seeds.items():
                 save_seeds(run, caption_id, found)
     return len(images) + len(captions)
 
 
-# Decisions of text-only steps by (run, step, text), per worker process: a text seen in an earlier
-# chunk of the same run gets the same decision without asking the filter again.
-_DECISION_CACHE: "OrderedDict[tuple[int, int, str], tuple[Decision, list, list]]" = OrderedDict()
-DECISION_CACHE_SIZE = 100_000
+def _sub_batches(images: dict[int, Item], captions: list[Item]):
+    """(images, captions) in batches of about SUB_BATCH_CAPTIONS captions, an image with all its captions.
+    The last batch is a small one: its decisions are the ones the chunk waits for at the end."""
+    by_image: dict[int, list[Item]] = {}
+    for it in captions:
+        by_image.setdefault(it.image_id, []).append(it)
+    order = sorted(set(images) | set(by_image))
+    remaining = len(captions)
+    batch_images: dict[int, Item] = {}
+    batch_captions: list[Item] = []
+    for image_id in order:
+        if image_id in images:
+            batch_images[image_id] = images[image_id]
+        found = by_image.get(image_id, ())
+        batch_captions.extend(found)
+        remaining -= len(found)
+        size = len(batch_captions)
+        if size >= SUB_BATCH_CAPTIONS or (remaining <= SUB_BATCH_CAPTIONS // 4 < size and remaining):
+            yield batch_images, sorted(batch_captions, key=_caption_order)
+            batch_images, batch_captions = {}, []
+    if batch_images or batch_captions:
+        yield batch_images, sorted(batch_captions, key=_caption_order)
 
 
-def _apply(flt: Filter, targets: list[Item], cache_key: tuple[int, int] | None = None) -> list[Decision]:
-    """``flt.apply``, once per distinct text when the filter says its decision depends on the text
-    alone (identical alt-texts are common on the web); what it noted on an item is shared too."""
-    if not (flt.text_only and flt.target != "image"):
-        return flt.apply(targets)
-    decided: dict[str, tuple[Decision, list, list]] = {}
-    first: dict[str, Item] = {}
-    for item in targets:
-        if item.text in decided or item.text in first:
-            continue
-        cached = _DECISION_CACHE.get((*cache_key, item.text)) if cache_key else None
-        if cached is not None:
-            decided[item.text] = cached
+def _caption_order(item: Item) -> int:
+    return item.caption_id
+
+
+def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_captions: list[Item]):
+    """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them."""
+    for position, step, flt in steps:
+        if step["target"] == "image":
+            targets = list(alive_images.values())
         else:
-            first[item.text] = item
-    if first:
-        representatives = list(first.values())
-        for rep, decision in zip(representatives, flt.apply(representatives)):
-            entry = (decision, list(rep.removed_spans), list(rep.entity_types))
-            decided[rep.text] = entry
-            if cache_key and len(rep.text) <= 2000:
-                _DECISION_CACHE[(*cache_key, rep.text)] = entry
-        while len(_DECISION_CACHE) > DECISION_CACHE_SIZE:
-            _DECISION_CACHE.popitem(last=False)
-    out = []
+            targets = alive_captions
+        if not targets:
+            continue
+        try:
+            if flt.text_only and step["target"] != "image":
+                survivors = _apply_text_only(state, position, step, flt, targets)
+            else:
+                survivors, dropped_images = _apply_each(state, position, step, flt, targets)
+        except PipelineError:
+            raise
+        except Exception as exc:  # one filter's bug must not lose the chunk: it fails with a reason
+            raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
+        if step["target"] == "image":
+            if dropped_images:
+                for image_id in dropped_images:
+                    alive_images.pop(image_id, None)
+                alive_captions = [it for it in alive_captions if it.image_id not in dropped_images]
+        else:
+            alive_captions = survivors
+    return alive_images, alive_captions
+
+
+def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
+    """A step whose decisions are per item: ``apply`` on every target."""
+    if step["target"] != "image":
+        state.ensure_docs(targets, flt, position)
+    results = flt.apply(targets)
+    if len(results) != len(targets):
+        raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for {len(targets)} items")
+    prefix, lines, transforms = state.prefix, state.lines, state.transforms
+    is_seeds = step["filter"] == "caption_seeds"
+    survivors, dropped_images = [], set()
+    for item, decision in zip(targets, results):
+        before = item.text
+        if decision.text is not None and decision.text != item.text:
+            item.text = decision.text
+            if item.caption_id is not None and decision.outcome != DROP:
+                transforms.setdefault(item.caption_id, []).append((position, decision.text))
+        if is_seeds and decision.details.get("seeds") and item.caption_id:
+            state.seeds[item.caption_id] = decision.details["seeds"]
+        if decision.details.get("entity_types") is not None:
+            item.entity_types = list(decision.details["entity_types"])
+        lines.append(prefix(item) + _decision_tail(position, step, decision, before, item.removed_spans))
+        if decision.outcome == DROP:
+            if item.caption_id is None:
+                dropped_images.add(item.image_id)
+        else:
+            survivors.append(item)
+    return survivors, dropped_images
+
+
+# Decisions of text-only steps by (run, step, text), per worker process: a text seen in an earlier
+# chunk of the same run gets the same decision without parsing it or asking the filter again.
+# Two generations of at most DECISION_CACHE_SIZE / 2 entries each: a full young generation becomes
+# the old one (entries found there move back to the young one), the old one is dropped.
+DECISION_CACHE_SIZE = 200_000
+_DECISION_CACHE: list[dict] = [{}, {}]  # [young, old]: (run, step, text) -> entry
+
+
+# An entry: (outcome, new text of a transform or None, the decision's COPY line after the item's own
+# columns, the removed spans and entity types the filter noted on the item, seeds or None, and whether
+# it is plain: none of those to pass on). Plain tuples of strings: the garbage collector stops tracking them.
+
+
+def _cache_put(key, value) -> None:
+    young = _DECISION_CACHE[0]
+    if len(young) >= DECISION_CACHE_SIZE // 2:
+        _DECISION_CACHE[1] = young
+        _DECISION_CACHE[0] = young = {}
+    young[key] = value
+
+
+def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
+    """``flt.apply`` once per distinct text not decided before (identical alt-texts are common on the
+    web); what it noted on an item is shared too. Returns the survivors."""
+    run_id = state.run.pk
+    young, old = _DECISION_CACHE
+    decided: dict[str, tuple | None] = {}
+    representatives: list[Item] = []
     for item in targets:
-        decision, spans, types = decided[item.text]
-        if first.get(item.text) is not item:
-            item.removed_spans = list(spans)
-            item.entity_types = list(types)
-        out.append(decision)
-    return out
+        text = item.text
+        if text in decided:
+            continue
+        found = None
+        if len(text) <= 2000:
+            key = (run_id, position, text)
+            found = young.get(key)
+            if found is None:
+                found = old.get(key)
+                if found is not None:
+                    _cache_put(key, found)
+        decided[text] = found
+        if found is None:
+            representatives.append(item)
+    if representatives:
+        state.ensure_docs(representatives, flt, position)
+        results = flt.apply(representatives)
+        if len(results) != len(representatives):
+            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
+                                f"{len(representatives)} items")
+        is_seeds = step["filter"] == "caption_seeds"
+        for rep, decision in zip(representatives, results):
+            details = decision.details
+            if details.get("entity_types") is not None:
+                rep.entity_types = list(details["entity_types"])
+            spans, types = tuple(rep.removed_spans), tuple(rep.entity_types)
+            seeds = details.get("seeds") if is_seeds else None
+            entry = (decision.outcome, decision.text,
+                     _decision_tail(position, step, decision, rep.text, rep.removed_spans), spans, types, seeds,
+                     decision.text is None and not spans and not types and not seeds)
+            text = rep.text
+            decided[text] = entry
+            if len(text) <= 2000:
+                _cache_put((run_id, position, text), entry)
+    prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
+    survivors = []
+    for item in targets:
+        before = item.text
+        entry = decided[before]
+        lines.append((prefixes.get(id(item)) or prefix(item)) + entry[2])
+        if not (entry[6] and not item.removed_spans and not item.entity_types):  # else nothing more to do
+            outcome, new_text, _, spans, types, seeds, _ = entry
+            if spans or item.removed_spans:
+                item.removed_spans = list(spans)
+            if types or item.entity_types:
+                item.entity_types = list(types)
+            if new_text is not None and new_text != before:
+                item.text = new_text
+                if outcome != DROP:
+                    state.transforms.setdefault(item.caption_id, []).append((position, new_text))
+            if seeds and item.caption_id:
+                state.seeds[item.caption_id] = seeds
+        if entry[0] != DROP:
+            survivors.append(item)
+    return survivors
 
 
-_DECISION_COLUMNS = ("run_id", "step", "filter_name", "image_id", "caption_id", "outcome", "score", "reason",
+# --- Decision rows ----------------------------------------------------------------------------------
+
+# COPY columns: the item's own first, so that one decision's text serves every item with its text.
+_DECISION_COLUMNS = ("run_id", "image_id", "caption_id", "step", "filter_name", "outcome", "score", "reason",
                      "details", "text_before", "text_after", "override")
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_json = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+def _copy_text(value: str) -> str:
+    """A value in COPY's text format."""
+    return value.translate(_COPY_ESCAPES) if value else ""
+
+
+def _copy_number(value) -> str:
+    if value is None:
+        return "\\N"
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if value in (_INF, -_INF):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+_INF = float("inf")
+_OUTCOMES = frozenset((KEEP, DROP, NA))
+_REASONS: dict[str, str] = {}  # reason -> its COPY text (reasons are short codes: few distinct)
+
+
+def _decision_tail(position: int, step: dict, decision: Decision, before: str, removed_spans) -> str:
+    """The decision's COPY line from ``step`` on (the item's run, image and caption go before it)."""
+    outcome = decision.outcome
+    if outcome not in _OUTCOMES:
+        raise PipelineError(f"{step['filter']} returned the outcome {outcome!r}")
+    details = decision.details
+    transform = step["transform"]
+    if removed_spans and transform:
+        details = {**(details or {}), "removed_spans": [list(span) for span in removed_spans]}
+    score = decision.score
+    if score is None:
+        score = "\\N"
+    elif type(score) is float and -_INF < score < _INF:
+        score = repr(score)
+    else:
+        score = _copy_number(score)
+    reason = decision.reason or ""
+    escaped = _REASONS.get(reason)
+    if escaped is None:
+        escaped = _copy_text(reason[:60])
+        if len(_REASONS) < 10_000:
+            _REASONS[reason] = escaped
+    if details:
+        details = _json(details)  # ASCII, control characters escaped: only backslashes need doubling
+        if "\\" in details:
+            details = details.replace("\\", "\\\\")
+    else:
+        details = "{}"
+    if transform:
+        return (f"{position}\t{step['filter']}\t{outcome}\t{score}\t{escaped}\t{details}\t"
+                f"{_copy_text(before)}\t{_copy_text(decision.text or '')}\t\n")
+    return f"{position}\t{step['filter']}\t{outcome}\t{score}\t{escaped}\t{details}\t\t\t\n"
+
+
+class _DecisionWriter:
+    """Writes a chunk's decision lines. ``direct``: COPY straight into the decisions table, a sub-batch
+    at a time, from a helper thread on this transaction's connection: PostgreSQL inserts a sub-batch
+    (and checks its foreign keys, made immediate for these rows) on its own core while this thread
+    computes the next one. ``pause`` waits for what was sent, so that the connection can run other
+    queries. Otherwise (a re-delivered chunk, or not PostgreSQL) everything is written at ``finish``
+    through ``write_decision_lines``, which skips decisions already there."""
+
+    def __init__(self, direct: bool):
+        self.direct = direct
+        self.pending: list[str] = []
+        self._future = None
+        self._immediate: list[str] = []
+
+    def __enter__(self):
+        return self
+
+    def stream(self, lines: list[str]) -> None:
+        if not self.direct:
+            self.pending.extend(lines)
+            return
+        if not lines:
+            return
+        self.pause()
+        if not self._immediate:
+            self._immediate = _decision_foreign_keys()
+            if self._immediate:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET CONSTRAINTS {', '.join(self._immediate)} IMMEDIATE")
+        connection.ensure_connection()
+        self._future = _writer_pool().submit(_copy_decisions, connection.connection, "".join(lines))
+
+    def pause(self) -> None:
+        future, self._future = self._future, None
+        if future is not None:
+            future.result()
+
+    def finish(self, lines: list[str]) -> None:
+        if self.direct:
+            self.stream(lines)
+            self.pause()
+            if self._immediate:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET CONSTRAINTS {', '.join(self._immediate)} DEFERRED")
+        else:
+            write_decision_lines(self.pending + lines)
+            self.pending = []
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._future is not None:  # an error: let the COPY end before the transaction rolls back
+            try:
+                self.pause()
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        return False
+
+
+_DECISION_COPY = f"COPY curation_filterdecision ({', '.join(_DECISION_COLUMNS)}) FROM STDIN"
+_POOL: tuple[int, object] | None = None
+_FOREIGN_KEYS: list[str] | None = None
+
+
+def _writer_pool():
+    """One helper thread per process (made after a fork, never inherited)."""
+    global _POOL
+    import os
+
+    if _POOL is None or _POOL[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-writer"))
+    return _POOL[1]
+
+
+def _copy_decisions(raw_connection, data: str) -> None:
+    """In the helper thread: COPY ``data`` on the (psycopg) connection the chunk's transaction is on. The
+    chunk's own thread does not use the connection until this returns (``_DecisionWriter.pause``)."""
+    with raw_connection.cursor() as cursor:
+        with cursor.copy(_DECISION_COPY) as copy:
+            copy.write(data)
+
+
+def _decision_foreign_keys() -> list[str]:
+    """The decisions table's deferrable foreign keys (Django makes them INITIALLY DEFERRED)."""
+    global _FOREIGN_KEYS
+    if _FOREIGN_KEYS is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT quote_ident(conname) FROM pg_constraint WHERE conrelid = "
+                           "'curation_filterdecision'::regclass AND contype = 'f' AND condeferrable ORDER BY conname")
+            _FOREIGN_KEYS = [row[0] for row in cursor.fetchall()]
+    return _FOREIGN_KEYS
 
 
 def write_decisions(decisions: list[DecisionRow]) -> None:
-    """Insert decisions once each (unique per run, step and target). On PostgreSQL they are COPYed
-    into a staging table and moved with ``INSERT ... ON CONFLICT DO NOTHING``: a chunk writes
-    (steps x items) rows, and the ORM's per-row cost would otherwise dominate a run."""
-    if not decisions:
+    """Insert decisions once each (unique per run, step and target)."""
+    write_decision_lines([_row_line(d) for d in decisions])
+
+
+def write_decision_lines(lines: list[str]) -> None:
+    """Insert decision lines (COPY text format, ``_DECISION_COLUMNS``) once each (unique per run, step and
+    target). On PostgreSQL they are COPYed into a staging table and moved with ``INSERT ... ON CONFLICT
+    DO NOTHING``: a chunk writes (steps x items) rows, and the ORM's per-row cost would otherwise
+    dominate a run."""
+    if not lines:
         return
     if connection.vendor != "postgresql":
-        FilterDecision.objects.bulk_create(
-            [FilterDecision(**{**d._asdict(), "details": json.loads(d.details)}) for d in decisions],
-            batch_size=2000, ignore_conflicts=True)
+        FilterDecision.objects.bulk_create([_line_decision(line) for line in lines], batch_size=2000,
+                                           ignore_conflicts=True)
         return
     stage = "captionlab_decision_stage"
     columns = ", ".join(_DECISION_COLUMNS)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {stage} (run_id bigint, step smallint, filter_name text, "
-            "image_id bigint, caption_id bigint, outcome text, score double precision, reason text, details text, "
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} (run_id bigint, image_id bigint, caption_id bigint, "
+            "step smallint, filter_name text, outcome text, score double precision, reason text, details text, "
             "text_before text, text_after text, override text) ON COMMIT DELETE ROWS")
         with cursor.copy(f"COPY {stage} ({columns}) FROM STDIN") as copy:
-            for d in decisions:
-                copy.write_row(d)
+            for start in range(0, len(lines), 5000):
+                copy.write("".join(lines[start:start + 5000]))
         cursor.execute(
             f"INSERT INTO curation_filterdecision ({columns}) "
-            f"SELECT run_id, step, filter_name, image_id, caption_id, outcome, score, reason, details::jsonb, "
+            f"SELECT run_id, image_id, caption_id, step, filter_name, outcome, score, reason, details::jsonb, "
             f"text_before, text_after, override FROM {stage} ON CONFLICT DO NOTHING")
+
+
+def _unescape(value: str):
+    if value == "\\N":
+        return None
+    out, i = [], 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\" and i + 1 < len(value):
+            nxt = value[i + 1]
+            out.append({"t": "\t", "n": "\n", "r": "\r"}.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _line_decision(line: str) -> FilterDecision:
+    """A decision line back as a model instance (databases without COPY)."""
+    values = dict(zip(_DECISION_COLUMNS, (_unescape(v) for v in line.rstrip("\n").split("\t"))))
+    values["details"] = json.loads(values["details"] or "{}")
+    values["score"] = float(values["score"]) if values["score"] is not None else None
+    for key in ("run_id", "image_id", "caption_id", "step"):
+        values[key] = int(values[key]) if values[key] is not None else None
+    return FilterDecision(**values)
 
 
 class DecisionRow(NamedTuple):
@@ -313,6 +655,13 @@ class DecisionRow(NamedTuple):
     text_before: str
     text_after: str
     override: str = ""
+
+
+def _row_line(d: DecisionRow) -> str:
+    caption = "\\N" if d.caption_id is None else d.caption_id
+    return (f"{d.run_id}\t{d.image_id}\t{caption}\t{d.step}\t{d.filter_name}\t{d.outcome}\t{_copy_number(d.score)}\t"
+            f"{_copy_text(d.reason)}\t{_copy_text(d.details)}\t{_copy_text(d.text_before)}\t"
+            f"{_copy_text(d.text_after)}\t{_copy_text(d.override)}\n")
 
 
 def _decision_row(run, position, step, item: Item, decision: Decision, before: str) -> DecisionRow:
@@ -475,7 +824,7 @@ def start(run_id: int, *, enqueue) -> FilterRun:
         run.status = FilterRun.Status.FITTING
         run.save(update_fields=["status", "started_at"])
         _fit(run, image_ids)
-    chunks = [image_ids[i:i + CHUNK_IMAGES] for i in range(0, len(image_ids), CHUNK_IMAGES)]
+    chunks = _chunk_image_ids(run, image_ids)
     with transaction.atomic():
         RunChunk.objects.bulk_create([RunChunk(run=run, index=i, item_ids=ids) for i, ids in enumerate(chunks)],
                                      ignore_conflicts=True)
@@ -490,6 +839,25 @@ def start(run_id: int, *, enqueue) -> FilterRun:
     for chunk in run.chunks.filter(status__in=[RunChunk.Status.PENDING, RunChunk.Status.RUNNING]):
         transaction.on_commit(lambda index=chunk.index: enqueue(run.pk, index))
     return run
+
+
+def _chunk_image_ids(run: FilterRun, image_ids: list[int]) -> list[list[int]]:
+    """Consecutive images, at most CHUNK_IMAGES a chunk, closed once they hold CHUNK_CAPTIONS captions: big
+    enough that a chunk's fixed costs (claiming it, queries, a commit) are small beside its work."""
+    from django.db.models import Count
+
+    counts = dict(Caption.objects.filter(image__collection=run.collection).exclude(origin__in=SKIP_ORIGINS)
+                  .values_list("image_id").annotate(n=Count("pk")).values_list("image_id", "n"))
+    chunks, current, captions = [], [], 0
+    for image_id in image_ids:
+        current.append(image_id)
+        captions += counts.get(image_id, 0)
+        if len(current) >= CHUNK_IMAGES or captions >= CHUNK_CAPTIONS:
+            chunks.append(current)
+            current, captions = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _fit(run: FilterRun, image_ids: list[int]) -> None:
@@ -520,9 +888,9 @@ def run_chunk(run_id: int, index: int) -> str:
     if not claimed:
         return chunk.status
     started = time.perf_counter()
-    processed = process_chunk(chunk.run, chunk.item_ids)
-    seconds = time.perf_counter() - started
-    with transaction.atomic():
+    with transaction.atomic():  # the decisions and the chunk's being done commit together
+        processed = process_chunk(chunk.run, chunk.item_ids)
+        seconds = time.perf_counter() - started
         done = RunChunk.objects.filter(pk=chunk.pk, status=RunChunk.Status.RUNNING).update(
             status=RunChunk.Status.DONE, seconds=seconds, error="")
         if done:

@@ -631,6 +631,7 @@ class Hypernymize(Filter):
                    "and prepositional locations; replaces names with hypernyms (edit entity_words, head_words and "
                    "hypernyms); merges 'actor and actor' into 'actors'; drops captions left too short.")
     is_transform = True
+    per_item = True  # each caption on its own; parses what it lacks, no database
     needs = frozenset({"pos", "deps", "ents", "lemma"})
     defaults = {
         "hypernyms": HYPERNYMS,

@@ -173,6 +173,7 @@ class CommentClean(Filter):
     description = ("Drops comments in another language, with fewer than min_tokens words, or with "
                    "site-specific words (challenge, vote, ribbon...), after lower-casing and squeezing runs.")
     text_only = True  # the decision depends on the text alone
+    per_item = True
     defaults = {
         "language": "en",  # the corpus language; "" turns language identification off
         "candidate_languages": list(CANDIDATE_LANGUAGES),  # what lingua chooses among
@@ -195,6 +196,12 @@ class CommentClean(Filter):
                 _lingua_language(code)
         self._candidates = sorted({*self.params["candidate_languages"], language} - {""})
         self._site_words = {w.lower() for w in self.params["site_words"]}
+
+    def warm(self) -> None:
+        if self.params["language"]:
+            _common_english_words()
+            detect_languages(["Une maison près du vieux pont sur la rivière"], self._candidates,
+                             self.params["language_accuracy"])
 
     def apply(self, items: list[Item]) -> list[Decision]:
         language, min_tokens = self.params["language"], int(self.params["min_tokens"])
@@ -394,6 +401,7 @@ class Informativeness(Filter):
     description = ("rho = -1/2 [sum log P(unigram) + sum log P(bigram)] over the collection's noun unigrams "
                    "and descriptor-object bigrams; keeps min_rho <= rho <= max_rho.")
     text_only = True  # the decision depends on the text alone
+    per_item = True
     needs = frozenset({"pos"})
     fits = True
     defaults = {
@@ -412,6 +420,10 @@ class Informativeness(Filter):
 
     def fit(self, items: list[Item]) -> dict:
         return fit_docs(item.doc for item in items)
+
+    def warm(self) -> None:
+        if self.state is not None:
+            scorer_for(self.state, self.params["unseen_count"])
 
     def apply(self, items: list[Item]) -> list[Decision]:
         if self.state is None:

@@ -40,7 +40,28 @@ def load(needs: frozenset[str]):
 
     wanted = closure(needs)
     nlp = spacy.load(settings.SPACY_MODEL, exclude=[c for c in ALL if c not in wanted])
+    _freeze_heap()
     return nlp
+
+
+GC_THRESHOLD0 = 10_000
+
+
+def _freeze_heap() -> None:
+    """Tune the cyclic garbage collector for a process that has loaded a model (a worker; web processes
+    never load one). What is alive now (the model, its vocabulary, Django, the libraries: hundreds of
+    thousands of objects that live as long as the worker) is frozen out of its reach: without that,
+    every full collection walks all of them again. And it runs after GC_THRESHOLD0 net allocations
+    rather than 700: parsing and filtering a batch allocates many short-lived objects, which would
+    otherwise be scanned (and promoted, and scanned again) hundreds of times a second. Garbage is
+    collected first, so none is frozen."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    threshold0, threshold1, threshold2 = gc.get_threshold()
+    if 0 < threshold0 < GC_THRESHOLD0:
+        gc.set_threshold(GC_THRESHOLD0, threshold1, threshold2)
 
 
 def model_version() -> str:
@@ -51,9 +72,11 @@ def model_version() -> str:
 
 
 # Docs of recently parsed texts, per worker process: identical alt-texts recur across chunks of a
-# run (30% of web alt-text is exact duplicates), and a Doc is only read by the filters.
+# run (30% of web alt-text is exact duplicates), and a Doc is only read by the filters. (The executor
+# keeps the decisions of text-only steps per distinct text, so it does not ask again for most of them:
+# a small cache is enough, and a Doc with its tensor weighs some 10 kB.)
 _DOC_CACHE: "OrderedDict[tuple[frozenset[str], str], object]" = OrderedDict()
-DOC_CACHE_SIZE = 5_000
+DOC_CACHE_SIZE = 1_000
 DOC_CACHE_MAX_CHARS = 2_000
 
 

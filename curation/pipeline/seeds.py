@@ -157,6 +157,7 @@ class CaptionSeeds(Filter):
     description = ("Subject-relation-object seeds between class words, from the dependency parse of each "
                    "sentence after names and pronouns become 'person' (seed 001).")
     text_only = True  # the decision depends on the text alone
+    per_item = True
     needs = frozenset({"pos", "deps", "ents", "lemma"})
     defaults = {
         "classes": list(CLASSES),

@@ -30,11 +30,45 @@ MAX_LISTED = 20  # offending tokens listed in a decision's details (a 1 MB text 
 
 
 def _blank(text: str | None) -> bool:
-    return not text or not text.strip()
+    return not text or text.isspace()
+
+
+_WORDS_MEMO: dict[str, list[str]] = {}
 
 
 def _words(text: str) -> list[str]:
-    return WORD_RE.findall(text)
+    """The words of ``text`` (do not modify the list: several filters read the same one). Remembered for
+    the texts of the current batch, which every word-counting filter reads again."""
+    found = _WORDS_MEMO.get(text)
+    if found is None:
+        found = WORD_RE.findall(text)
+        if len(text) <= 2000:
+            if len(_WORDS_MEMO) >= 4096:
+                _WORDS_MEMO.clear()
+            _WORDS_MEMO[text] = found
+    return found
+
+
+def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
+    """(texts, coarse part-of-speech tags, punctuation-or-space flags) of the doc's tokens, read once per
+    doc and shared by the part-of-speech filters of a batch (each reading the tokens again costs more)."""
+    key = id(doc)
+    found = _TABLES.get(key)
+    if found is not None and found[0] is doc:
+        return found[1]
+    texts, tags, skip = [], [], []
+    for token in doc:
+        texts.append(token.text)
+        tags.append(token.pos_)
+        skip.append(token.is_punct or token.is_space)
+    table = (texts, tags, skip)
+    if len(_TABLES) >= 1024:
+        _TABLES.clear()
+    _TABLES[key] = (doc, table)  # the doc is held: its id cannot be reused while it is here
+    return table
+
+
+_TABLES: dict[int, tuple] = {}
 
 
 class TextFilter(Filter):
@@ -43,9 +77,13 @@ class TextFilter(Filter):
     ``text_only``, already hands it distinct texts; tests and previews may not)."""
 
     text_only = True
+    per_item = True
 
     def prepare(self) -> None:
         """Fetch the per-process resources before a batch."""
+
+    def warm(self) -> None:
+        self.prepare()
 
     def decide(self, item: Item) -> Decision:
         raise NotImplementedError
@@ -162,6 +200,7 @@ class BoilerplateCrop(Filter):
                    "follows it (\"photo by ...\"). Texts left empty are dropped.")
     is_transform = True
     text_only = False  # the removed spans are per item (relative to each item's raw text)
+    per_item = True
     defaults = {
         "prefixes": ["stock photo", "stock image", "stock picture", "royalty free stock photo", "royalty free",
                      "click to enlarge picture", "click to enlarge", "image may contain", "free download",
@@ -233,12 +272,14 @@ class BoilerplateDrop(TextFilter):
 
     def decide(self, item):
         text = item.text
-        if self.start is not None and any(k in text[:WINDOW].lower() for k in self.keys):
+        head = text[:WINDOW].lower()
+        if self.start is not None and any(k in head for k in self.keys):
             m = self.start.match(text, 0, WINDOW)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="start")
         tail = max(0, len(text) - WINDOW)
-        if self.end is not None and any(k in text[tail:].lower() for k in self.keys):
+        lowered_tail = head if tail == 0 else text[tail:].lower()
+        if self.end is not None and any(k in lowered_tail for k in self.keys):
             m = self.end.search(text, tail)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="end")
@@ -304,6 +345,14 @@ class LanguageFilter(TextFilter):
         self.detector = _language_detector(tuple(sorted({c.lower() for c in self.params["candidates"]}
                                                         | self.accepted)))
 
+    def warm(self):
+        self.prepare()
+        from .informativeness import _common_english_words
+
+        _common_english_words()
+        # lingua loads a language's models when a text first needs them: load those of Latin-script text.
+        self.detector.compute_language_confidence_values("Une maison près du vieux pont sur la rivière")
+
     def decide(self, item):
         text = item.text[: self.params["max_chars"]]
         if not LETTER_RE.search(text):
@@ -325,20 +374,31 @@ class LanguageFilter(TextFilter):
     def _surely_english(self, sample: str) -> bool:
         if "en" not in self.accepted or not self.params["fast_english_stopword_share"] or not sample.isascii():
             return False
-        from .informativeness import common_english_share, english_stopword_share
-
-        words = [w.lower().strip(".,;:!?'\"()") for w in sample.split()]
-        words = [w for w in words if w and w.isalpha()]
-        if len(words) < self.params["min_lowercase_words"]:
+        # (stop word, common word) for each alphabetic word (lower-cased, punctuation stripped); the
+        # shares are those of informativeness.english_stopword_share and common_english_share.
+        flags = [f for f in map(_english_word, sample.split()) if f is not None]
+        if len(flags) < self.params["min_lowercase_words"]:
             return False
-        return (english_stopword_share(words) >= self.params["fast_english_stopword_share"]
-                and common_english_share(words) >= self.params["fast_english_common_share"])
+        return (sum(stop for stop, _ in flags) / len(flags) >= self.params["fast_english_stopword_share"]
+                and sum(common for _, common in flags) / len(flags) >= self.params["fast_english_common_share"])
 
     def _sample(self, text: str) -> str:
         lower = [w for w in _words(text)[1:] if not w[0].isupper()]
-        if sum(1 for w in lower if LETTER_RE.search(w)) >= self.params["min_lowercase_words"]:
+        if sum(1 for w in lower if _word_shape(w)[0]) >= self.params["min_lowercase_words"]:
             return " ".join(lower)
         return text
+
+
+@lru_cache(maxsize=200_000)
+def _english_word(token: str) -> tuple[bool, bool] | None:
+    """For a whitespace-separated token: None unless it is alphabetic once lower-cased and stripped of
+    punctuation, else (an English stop word, one of the 25,000 most common English words)."""
+    from .informativeness import STOP_WORDS, _common_english_words
+
+    word = token.lower().strip(".,;:!?'\"()")
+    if not (word and word.isalpha()):
+        return None
+    return word in STOP_WORDS, word in _common_english_words()
 
 
 # --- Part of speech -------------------------------------------------------------------------------
@@ -363,7 +423,7 @@ class PosPresence(TextFilter):
         unparsed = _no_parse(item)
         if unparsed:
             return unparsed
-        found = {t.pos_ for t in item.doc}
+        found = set(_token_table(item.doc)[1])
         missing = [what for what, tags in self.checks if not found & tags]
         return drop(f"no_{missing[0]}", missing=missing) if missing else keep()
 
@@ -384,7 +444,8 @@ class NounRatio(TextFilter):
         unparsed = _no_parse(item)
         if unparsed:
             return unparsed
-        tags = [t.pos_ for t in item.doc if not (t.is_punct or t.is_space)]
+        _, all_tags, skip = _token_table(item.doc)
+        tags = [tag for tag, skipped in zip(all_tags, skip) if not skipped]
         if not tags:
             return drop("no_words")
         nouns = sum(tag == "NOUN" or (tag == "PROPN" and self.params["proper_nouns_are_nouns"]) for tag in tags)
@@ -490,10 +551,21 @@ def _zipf(word: str, language: str) -> float:
     return zipf_frequency(word, language)
 
 
+@lru_cache(maxsize=200_000)
+def _word_shape(word: str) -> tuple[bool, str, bool]:
+    """(has a letter, lower-cased, has a digit)."""
+    return bool(LETTER_RE.search(word)), word.lower(), bool(DIGIT_RE.search(word))
+
+
 def _name_like(token) -> bool:
     """A proper noun spelled as a name ("Balakot", "McKellar", "O'Neill"), not a code ("DSC_2481", "A319")."""
-    text = token.text
-    return token.pos_ == "PROPN" and text[:1].isupper() and all(c.isalpha() or c in "'’.-" for c in text)
+    return token.pos_ == "PROPN" and _name_text(token.text)
+
+
+@lru_cache(maxsize=100_000)
+def _name_text(text: str) -> bool:
+    """Spelled as a name: a capital, then letters and the apostrophes, dots and hyphens of names."""
+    return text[:1].isupper() and all(c.isalpha() or c in "'’.-" for c in text)
 
 
 @register
@@ -520,26 +592,33 @@ class UnknownTokens(TextFilter):
         "ignore_proper_nouns": True,
     }
 
+    def warm(self):
+        _zipf("the", self.params["language"])  # loads wordfreq's list
+
     def decide(self, item):
         text = item.text
         if item.doc is not None:
-            skip_names = self.params["ignore_proper_nouns"]
-            words = [t.text for t in item.doc if not (skip_names and _name_like(t))]
+            texts, tags, _ = _token_table(item.doc)
+            if self.params["ignore_proper_nouns"]:
+                words = [w for w, tag in zip(texts, tags) if not (tag == "PROPN" and _name_text(w))]
+            else:
+                words = texts
         else:  # unparsed (too long to parse): every word is checked
             words = _words(text)
         unknown = list(dict.fromkeys(m.group() for m in HASHTAG_RE.finditer(text)))[:MAX_LISTED]
         tagged = {u[1:].lower() for u in unknown}  # "#instagood" is listed once, not again as "instagood"
         language = self.params["language"]
         rarest, rarest_word, checked = None, "", 0
+        min_zipf, min_zipf_digits = self.params["min_zipf"], self.params["min_zipf_with_digits"]
         for word in words:
             if len(unknown) >= MAX_LISTED:
                 break  # enough to decide and to show; a 1 MB text of unknown words stops here
-            if not LETTER_RE.search(word):
+            lettered, lowered, digits = _word_shape(word)
+            if not lettered:
                 continue
             checked += 1
-            lowered = word.lower()
             z = _zipf(lowered, language)
-            threshold = self.params["min_zipf_with_digits"] if DIGIT_RE.search(word) else self.params["min_zipf"]
+            threshold = min_zipf_digits if digits else min_zipf
             if z < threshold and word not in unknown and lowered not in tagged:
                 unknown.append(word)
             if rarest is None or z < rarest:
@@ -560,6 +639,19 @@ def _vader():
     return SentimentIntensityAnalyzer()
 
 
+def _vader_neutral(analyser, text: str) -> bool:
+    """True when VADER's compound is surely 0.0: no emoji to translate (plain ASCII) and none of the words
+    as VADER splits and strips them is in its lexicon. Every sentiment is then 0 (boosters, negations,
+    "but" and idioms only scale a lexicon word's valence), and the sum normalises to 0.0. Most
+    descriptive captions have no sentiment word; VADER itself costs several times this check."""
+    if not text.isascii():
+        return False
+    from vaderSentiment.vaderSentiment import SentiText
+
+    lexicon, strip = analyser.lexicon, SentiText._strip_punc_if_word
+    return not any(strip(word).lower() in lexicon for word in text.split())
+
+
 @register
 class Polarity(TextFilter):
     name = "polarity"
@@ -576,7 +668,7 @@ class Polarity(TextFilter):
 
     def decide(self, item):
         sample = item.text[: self.params["max_chars"]]
-        compound = round(self.analyser.polarity_scores(sample)["compound"], 4)
+        compound = 0.0 if _vader_neutral(self.analyser, sample) else round(self.analyser.polarity_scores(sample)["compound"], 4)
         details = {"truncated": True} if len(sample) < len(item.text) else {}
         if compound <= self.params["min_compound"]:
             return drop("too_negative", score=compound, **details)
@@ -598,6 +690,7 @@ class _ProfanityIndex:
                            else re.escape(ch) for ch in part)
 
         by_length: dict[int, list[str]] = {}
+        first_by_length: dict[int, list[str]] = {}  # the first tokens of phrases
         phrases = []
         for word in words:
             parts = PROFANITY_TOKEN_RE.findall(word)
@@ -605,24 +698,34 @@ class _ProfanityIndex:
                 by_length.setdefault(len(parts[0]), []).append(token_regex(parts[0]))
             elif parts:
                 phrases.append(" ".join(token_regex(p) for p in parts))
+                first_by_length.setdefault(len(parts[0]), []).append(token_regex(parts[0]))
         self.by_length = {n: re.compile("|".join(sorted(alts))) for n, alts in by_length.items()}
+        self.first_by_length = {n: re.compile("|".join(sorted(set(alts)))) for n, alts in first_by_length.items()}
         self.phrases = re.compile(r"(?<!\S)(?:" + "|".join(phrases) + r")(?!\S)") if phrases else None
-        self.memo: dict[str, bool] = {}
+        self.memo: dict[str, tuple[bool, bool]] = {}
 
-    def _profane(self, token: str) -> bool:
+    def _lookup(self, token: str) -> tuple[bool, bool]:
+        """(the token is a listed word, the token can begin a listed phrase)."""
         hit = self.memo.get(token)
         if hit is None:
             regex = self.by_length.get(len(token))
-            hit = bool(regex and regex.fullmatch(token))
+            first = self.first_by_length.get(len(token))
+            hit = (bool(regex and regex.fullmatch(token)), bool(first and first.fullmatch(token)))
             if len(self.memo) > 100_000:
                 self.memo.clear()
             self.memo[token] = hit
         return hit
 
+    def _profane(self, token: str) -> bool:
+        return self._lookup(token)[0]
+
     def find(self, text: str) -> list[str]:
         tokens = PROFANITY_TOKEN_RE.findall(text.lower())
-        found = list(dict.fromkeys(t for t in tokens if self._profane(t)))
-        if self.phrases is not None and len(tokens) > 1:
+        looked = [self._lookup(t) for t in tokens]
+        found = list(dict.fromkeys(t for t, (hit, _) in zip(tokens, looked) if hit))
+        # A phrase's first part matches a whole token (tokens are joined by single spaces and a part
+        # cannot match one): without such a token no phrase can match, and the search is skipped.
+        if self.phrases is not None and len(tokens) > 1 and any(first for _, first in looked):
             found += [m.group() for m in self.phrases.finditer(" ".join(tokens))]
         return found[:MAX_LISTED]
 
