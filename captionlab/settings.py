@@ -275,7 +275,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Decision outcomes appear as `outcome` and `override`: one enum in the schema.
-    "ENUM_NAME_OVERRIDES": {"DecisionOutcomeEnum": "curation.models.FilterDecision.Outcome"},
+    "ENUM_NAME_OVERRIDES": {"DecisionOutcomeEnum": "curation.models.FilterDecision.Outcome",
+                            "ImportKindEnum": "curation.models.ImportJob.Kind",
+                            "ModelKindEnum": "modeling.models.Kind"},
 }
 
 # --- Security ---------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("curation.api_urls")),
     path("api/", include("annotation.api_urls")),
+    path("api/", include("modeling.api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("annotation.urls")),
     path("", include("curation.urls")),
+    path("", include("modeling.urls")),
 ]

@@ -145,7 +145,7 @@ def test_manage_py_demo_on_the_embedded_default_end_to_end(tmp_path, present):
     first = manage("demo")
     assert "sqlite3, Celery eager mode" in first
     assert f"{len(present)} images imported, 0 already there, 0 skipped" in first
-    assert len(printed_passwords(first)) == 3
+    assert len(printed_passwords(first)) == 4
     second = manage("demo", "--base-url", "http://127.0.0.1:8123")
     assert "already complete" in second and "http://127.0.0.1:8123/accounts/login/" in second
     assert (tmp_path / "var" / "db.sqlite3").exists() and (tmp_path / "var" / "media" / "images").is_dir()

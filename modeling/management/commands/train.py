@@ -1,0 +1,96 @@
+"""Create a training run and run it here (terminal progress), or queue it on the gpu queue.
+
+    manage.py train fluency-lstm4 --campaign 3 --epochs 5 --seed 1
+    manage.py train captioner-lstm --release 2 --strategy weighted_loss --device cuda --queue
+    manage.py train --resume 12          # continue a failed/killed run from its last checkpoint
+"""
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from modeling import engine
+from modeling.models import TrainingRun
+from modeling.trainers import all_trainers
+from modeling.trainers.base import TrainingError
+
+
+class Command(BaseCommand):
+    help = "Train a model (fluency classifier, captioner, topic CNN) from a campaign or a release."
+
+    def add_arguments(self, parser):
+        parser.add_argument("trainer", nargs="?", help="trainer name; --list shows them")
+        parser.add_argument("--list", action="store_true", help="list the trainers and their defaults")
+        parser.add_argument("--campaign", type=int)
+        parser.add_argument("--release", type=int)
+        parser.add_argument("--name", default="")
+        parser.add_argument("--epochs", type=int)
+        parser.add_argument("--batch-size", type=int)
+        parser.add_argument("--lr", type=float)
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
+        parser.add_argument("--strategy")
+        parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                            help="any other config value, e.g. --set hidden=128 (repeatable)")
+        parser.add_argument("--queue", action="store_true", help="send to the gpu queue instead of running here")
+        parser.add_argument("--resume", type=int, metavar="RUN", help="continue an existing run")
+
+    def handle(self, *args, **opts):
+        if opts["list"]:
+            for name, trainer in all_trainers().items():
+                self.stdout.write(f"{name} ({trainer.kind}): {json.dumps(trainer.default_config, default=str)}")
+            return
+        if opts["resume"]:
+            run = TrainingRun.objects.filter(pk=opts["resume"]).first()
+            if run is None:
+                raise CommandError(f"No training run #{opts['resume']}.")
+            if run.status == TrainingRun.Status.DONE:
+                raise CommandError(f"{run} is already done.")
+            TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, error="",
+                                                          finished_at=None, attempts=0)
+        else:
+            run = self._create(opts)
+        if opts["queue"]:
+            engine.enqueue(run)
+            self.stdout.write(f"Queued {run} (#{run.pk}) on the gpu queue.")
+            return
+        run = engine.train(run.pk, echo=lambda line: self.stdout.write(line))
+        if run.status != TrainingRun.Status.DONE:
+            raise CommandError(f"{run} {run.status}: {run.error}")
+        version = getattr(run, "model_version", None)
+        self.stdout.write(self.style.SUCCESS(f"{run} done on {run.device}; registered {version}. Metrics: "
+                                             f"{json.dumps(run.metrics, default=str)[:2000]}"))
+
+    def _create(self, opts):
+        from annotation.models import Campaign
+        from curation.models import Release
+
+        if not opts["trainer"]:
+            raise CommandError("Name a trainer (see --list) or --resume a run.")
+        config = {}
+        for key, opt in (("epochs", "epochs"), ("batch_size", "batch_size"), ("lr", "lr"), ("seed", "seed"),
+                         ("device", "device"), ("strategy", "strategy")):
+            if opts[opt] is not None:
+                config[key] = opts[opt]
+        for item in opts["set"]:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise CommandError(f"--set wants KEY=VALUE, got {item!r}.")
+            try:
+                config[key] = json.loads(raw)
+            except ValueError:
+                config[key] = raw
+        campaign = release = None
+        if opts["campaign"] is not None:
+            campaign = Campaign.objects.filter(pk=opts["campaign"]).first()
+            if campaign is None:
+                raise CommandError(f"No campaign #{opts['campaign']}.")
+        if opts["release"] is not None:
+            release = Release.objects.filter(pk=opts["release"]).first()
+            if release is None:
+                raise CommandError(f"No release #{opts['release']}.")
+            if not release.frozen:
+                raise CommandError(f"Release {release} is not frozen.")
+        try:
+            return engine.create_run(opts["trainer"], config, campaign=campaign, release=release, name=opts["name"])
+        except TrainingError as exc:
+            raise CommandError(str(exc)) from None

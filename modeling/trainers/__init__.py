@@ -1,0 +1,62 @@
+"""Trainer registry: ``register(trainer)`` and ``get_trainer(name)``.
+
+Trainer modules register themselves at import time; the built-in ones are imported lazily so that
+importing the engine does not pull in spaCy, torchvision and friends.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+
+from .base import Prepared, Trainer, TrainingError
+
+log = logging.getLogger(__name__)
+
+_REGISTRY: dict[str, Trainer] = {}
+BUILTIN_MODULES = ("fluency", "captioner")
+_loaded = False
+
+
+def register(trainer):
+    """Register a Trainer instance (or class, instantiated here). Returns it, so it works as a decorator."""
+    instance = trainer() if isinstance(trainer, type) else trainer
+    if not instance.name:
+        raise ValueError("a trainer needs a name")
+    _REGISTRY[instance.name] = instance
+    return trainer
+
+
+def _load_builtins():
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{module}":
+                raise
+            log.debug("trainer module %s not present", module)
+
+
+def get_trainer(name: str) -> Trainer:
+    if name not in _REGISTRY:
+        _load_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise TrainingError(f"Unknown trainer {name!r}; known: {', '.join(sorted(_REGISTRY)) or 'none'}",
+                            code="bad_config") from None
+
+
+def all_trainers() -> dict[str, Trainer]:
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def trainers_for_kind(kind: str) -> list[Trainer]:
+    return [t for t in all_trainers().values() if t.kind == kind]
+
+
+__all__ = ["Prepared", "Trainer", "TrainingError", "register", "get_trainer", "all_trainers", "trainers_for_kind"]

@@ -1,0 +1,544 @@
+"""The four-way LSTM sentence fluency classifier of seed 004 (Section 3.1), trainer "fluency-lstm4".
+
+Data: a fluency campaign's tasks whose "consistent" aggregate (annotation.aggregation, seed 004's
+rule: both raters agree and neither said "difficult to tell") is ``fluent`` (y = 1) or ``not_fluent``
+(y = 0); tasks whose consistent label is null (inconsistent, "difficult", too few votes) are left
+out and counted in the summary. A campaign never aggregated is aggregated first.
+
+Model: four LSTM classifiers over
+
+- ``words``: the rated (translated) sentence's words,
+- ``pos``: its part-of-speech tags,
+- ``src_words``: the source sentence's words (the caption's parent, or ``metadata["source_text"]``),
+- ``src_pos``: the source sentence's part-of-speech tags,
+
+each an embedding, dropout, an LSTM whose last hidden state goes through dropout and an affine layer
+to two outputs (fluent, not fluent; softmax). Each classifier is trained with its own cross-entropy
+(Eq. 2; their parameters are disjoint, so summing the four losses trains them exactly as four separate
+runs would) and the prediction is their average f (Eq. 3); fluent if f > 0.5. POS tags come from spaCy
+where a pipeline for the sentence's language is installed; where none is, or where no sentence has a
+source text, those branches are left out and the summary's notes say so. An item without a source
+text (at scoring time, say) averages over the branches it has.
+
+Defaults are the seed's: embedding and hidden size 512, dropout, Adam lr 1e-4 with betas (0.9, 0.9)
+and eps 1e-6, batch 64. Held-out metrics (precision, recall, F1, accuracy) sit next to the seed's
+Table 2 baselines computed on the same test split: random guess and sentence length (fluent if
+shorter than the mean length of the fluent training sentences).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+from collections import Counter
+from functools import lru_cache
+
+from modeling.models import Kind
+
+from . import register
+from .base import Prepared, Trainer, TrainingError
+
+log = logging.getLogger(__name__)
+
+BRANCHES = ("words", "pos", "src_words", "src_pos")
+BRANCH_LABELS = {"words": "rated sentence words", "pos": "rated sentence POS tags",
+                 "src_words": "source sentence words", "src_pos": "source sentence POS tags"}
+PAD, UNK = "<pad>", "<unk>"
+# Words are letter/digit runs or single punctuation marks; CJK characters count one each (the seed
+# segments Chinese with a service we do not have; characters are the usual stand-in).
+_TOKEN_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+(?:['’-][^\W_]+)*|[^\w\s]")
+
+
+# --- text -> tokens ---------------------------------------------------------------------------------
+
+def _spacy_languages() -> dict[str, str]:
+    """{language code: installed spaCy package} with settings.SPACY_MODEL first for its language."""
+    from django.conf import settings
+
+    found: dict[str, str] = {}
+    try:
+        import spacy
+
+        names = [settings.SPACY_MODEL] + sorted(spacy.util.get_installed_models())
+        for name in names:
+            if name in found.values():
+                continue
+            try:
+                meta = spacy.util.get_package_meta(name) if name != settings.SPACY_MODEL else None
+            except Exception:  # pragma: no cover - a broken package
+                meta = None
+            lang = (meta or {}).get("lang") or name.split("_", 1)[0]
+            found.setdefault(lang, name)
+    except ImportError:  # pragma: no cover - spaCy is a requirement
+        pass
+    return found
+
+
+@lru_cache(maxsize=1)
+def spacy_languages() -> dict[str, str]:
+    return _spacy_languages()
+
+
+def _base_language(language: str) -> str:
+    return (language or "").split("-", 1)[0].split("_", 1)[0].lower()
+
+
+def has_pipeline(language: str) -> bool:
+    return _base_language(language) in spacy_languages()
+
+
+@lru_cache(maxsize=4)
+def _pipeline(language: str):
+    """The tagging pipeline for a language: the platform's loader for settings.SPACY_MODEL, otherwise
+    the installed package for that language (parser and NER excluded)."""
+    from django.conf import settings
+
+    name = spacy_languages()[_base_language(language)]
+    if name == settings.SPACY_MODEL:
+        from curation.pipeline import nlp
+
+        return nlp.load(frozenset({"pos"}))
+    import spacy
+
+    return spacy.load(name, exclude=["parser", "ner", "lemmatizer"])
+
+
+def words(text: str) -> list[str]:
+    return [t.lower() for t in _TOKEN_RE.findall(text or "")]
+
+
+def tokenize(texts: list[str], language: str, with_pos: bool, max_tokens: int) -> list[tuple[list[str], list[str]]]:
+    """[(lower-cased words, POS tags)] per text; POS tags only when ``with_pos`` (spaCy's tokens then
+    give the words too, so both branches see the same tokens)."""
+    out = []
+    if with_pos:
+        nlp = _pipeline(language)
+        for doc in nlp.pipe([(t or "")[:5000] for t in texts], batch_size=256):
+            toks = [(tok.text.lower(), tok.pos_ or tok.tag_ or "X") for tok in doc if not tok.is_space]
+            toks = toks[:max_tokens]
+            out.append(([w for w, _ in toks], [p for _, p in toks]))
+    else:
+        for text in texts:
+            out.append((words(text)[:max_tokens], []))
+    return out
+
+
+# --- the model --------------------------------------------------------------------------------------
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def build_model(vocab_sizes: dict[str, int], embedding: int, hidden: int, dropout: float):
+    torch = _torch()
+    nn = torch.nn
+
+    class Branch(nn.Module):
+        def __init__(self, vocab: int):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, embedding, padding_idx=0)
+            self.drop_in = nn.Dropout(dropout)
+            self.lstm = nn.LSTM(embedding, hidden, batch_first=True)
+            self.drop_out = nn.Dropout(dropout)
+            self.out = nn.Linear(hidden, 2)
+
+        def forward(self, ids, lengths):
+            x = self.drop_in(self.embed(ids))
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.clamp(min=1).cpu(), batch_first=True,
+                                                       enforce_sorted=False)
+            _, (h, _) = self.lstm(packed)
+            return self.out(self.drop_out(h[-1]))
+
+    class FluencyLSTM4(nn.Module):
+        """``forward(inputs)`` -> {branch: logits [B, 2]} (index 1 = fluent)."""
+
+        def __init__(self):
+            super().__init__()
+            self.branch_names = list(vocab_sizes)
+            self.branches = nn.ModuleDict({b: Branch(n) for b, n in vocab_sizes.items()})
+
+        def forward(self, inputs):
+            return {b: self.branches[b](*inputs[b]) for b in self.branch_names}
+
+    return FluencyLSTM4()
+
+
+def average_f(logits: dict, masks: dict):
+    """f per item: the mean of the present branches' fluent probabilities (Eq. 3)."""
+    torch = _torch()
+    total = None
+    count = None
+    for b, lg in logits.items():
+        p = torch.softmax(lg.float(), dim=-1)[:, 1]
+        m = masks[b].float()
+        total = p * m if total is None else total + p * m
+        count = m if count is None else count + m
+    return total / count.clamp(min=1.0)
+
+
+# --- metrics ----------------------------------------------------------------------------------------
+
+def binary_metrics(y_true: list[int], y_pred: list[int]) -> dict:
+    tp = sum(1 for t, p in zip(y_true, y_pred) if t == 1 and p == 1)
+    fp = sum(1 for t, p in zip(y_true, y_pred) if t == 0 and p == 1)
+    fn = sum(1 for t, p in zip(y_true, y_pred) if t == 1 and p == 0)
+    n = len(y_true)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    accuracy = sum(1 for t, p in zip(y_true, y_pred) if t == p) / n if n else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
+            "accuracy": round(accuracy, 4)}
+
+
+def length_baseline(train_lengths: list[int], train_labels: list[int], test_lengths: list[int],
+                    test_labels: list[int]) -> dict:
+    """Seed 004, Table 2: fluent if the sentence is shorter than the mean length of the fluent
+    sentences of the training split."""
+    fluent = [n for n, y in zip(train_lengths, train_labels) if y == 1]
+    threshold = sum(fluent) / len(fluent) if fluent else 0.0
+    preds = [1 if n < threshold else 0 for n in test_lengths]
+    return {**binary_metrics(test_labels, preds), "threshold": round(threshold, 4)}
+
+
+def random_guess(test_labels: list[int]) -> dict:
+    """Seed 004, Table 2: a fair coin per sentence, as expected values (recall 1/2, precision the
+    share of fluent sentences, accuracy 1/2)."""
+    n = len(test_labels)
+    share = sum(test_labels) / n if n else 0.0
+    precision, recall = share, 0.5 if share else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
+            "accuracy": 0.5 if n else 0.0}
+
+
+# --- the trainer ------------------------------------------------------------------------------------
+
+class FluencyTrainer(Trainer):
+    kind = Kind.FLUENCY
+    name = "fluency-lstm4"
+    default_config = {
+        "epochs": 10,
+        "batch_size": 64,
+        "lr": 1e-4,
+        "betas": [0.9, 0.9],
+        "eps": 1e-6,
+        "embedding": 512,
+        "hidden": 512,
+        "dropout": 0.5,
+        "min_labels": 20,       # consistent labels needed in all ...
+        "min_per_class": 3,     # ... with at least this many of each class
+        "test_fraction": 0.2,
+        "val_fraction": 0.1,
+        "min_count": 1,         # tokens seen fewer times in the training split -> <unk>
+        "max_tokens": 60,
+        "branches": list(BRANCHES),  # which of the four to use where possible
+        "threshold": 0.5,
+    }
+
+    # --- data ---------------------------------------------------------------------------------
+    def labelled_items(self, campaign) -> tuple[list[dict], dict]:
+        """The campaign's consistently labelled items [{task, text, source, label, language,
+        source_language}] and the counts left out by reason."""
+        from annotation.models import Aggregate, Task
+
+        if campaign.kind != "fluency":
+            raise TrainingError(f"Campaign {campaign.name!r} is a {campaign.kind!r} campaign; the fluency "
+                                f"classifier trains on a fluency campaign's votes.", code="bad_config")
+        rows = Aggregate.objects.filter(task__campaign=campaign, task__role=Task.Role.REAL, method="consistent",
+                                        part="")
+        if not rows.exists():
+            from annotation.aggregation import aggregate_campaign
+
+            aggregate_campaign(campaign.pk)
+        items, left_out = [], Counter()
+        for agg in rows.select_related("task__caption__parent").order_by("task_id"):
+            caption = agg.task.caption
+            if caption is None:
+                left_out["no caption"] += 1
+                continue
+            if agg.label not in ("fluent", "not_fluent"):
+                left_out[(agg.details or {}).get("ignored") or "no consistent label"] += 1
+                continue
+            meta = caption.metadata or {}
+            source = meta.get("source_text") if isinstance(meta.get("source_text"), str) else None
+            source_language = meta.get("source_language") or ""
+            if not source and caption.parent_id:
+                source = caption.parent.text
+                source_language = source_language or caption.parent.language
+            items.append({"task": agg.task_id, "caption": caption.pk, "text": caption.text,
+                          "source": source or "", "label": 1 if agg.label == "fluent" else 0,
+                          "language": caption.language or campaign.text_language or "en",
+                          "source_language": source_language or "en"})
+        return items, dict(left_out)
+
+    def check_counts(self, items: list[dict], left_out: dict, config: dict) -> None:
+        fluent = sum(i["label"] for i in items)
+        not_fluent = len(items) - fluent
+        need, per_class = int(config["min_labels"]), int(config["min_per_class"])
+        if len(items) < need or fluent < per_class or not_fluent < per_class:
+            ignored = sum(left_out.values())
+            raise TrainingError(
+                f"Too few fluency labels to train: need at least {need} consistent labels with at least "
+                f"{per_class} of each class; present: {len(items)} ({fluent} fluent, {not_fluent} not fluent; "
+                f"{ignored} left out as difficult, inconsistent or with too few votes).",
+                code="too_few_labels")
+
+    def split(self, items: list[dict], config: dict) -> tuple[list, list, list]:
+        """Stratified, seeded: each class split on its own so every split sees both classes."""
+        rng = random.Random(f"fluency-split:{config.get('seed', 0)}")
+        train, val, test = [], [], []
+        for label in (1, 0):
+            group = [i for i in items if i["label"] == label]
+            rng.shuffle(group)
+            n_test = max(1, round(len(group) * float(config["test_fraction"])))
+            n_val = round(len(group) * float(config["val_fraction"]))
+            if len(group) - n_test - n_val < 1:
+                n_val = max(0, len(group) - n_test - 1)
+            test += group[:n_test]
+            val += group[n_test:n_test + n_val]
+            train += group[n_test + n_val:]
+        for part in (train, val, test):
+            part.sort(key=lambda i: i["task"])
+        return train, val, test
+
+    def choose_branches(self, items: list[dict], config: dict) -> tuple[list[str], list[str]]:
+        wanted = [b for b in BRANCHES if b in (config.get("branches") or BRANCHES)]
+        if "words" not in wanted:
+            raise TrainingError("The fluency classifier needs the 'words' branch.", code="bad_config")
+        notes, chosen = [], ["words"]
+        languages = sorted({i["language"] for i in items})
+        if "pos" in wanted:
+            missing = [lang for lang in languages if not has_pipeline(lang)]
+            if missing:
+                notes.append(f"POS branch of the rated sentences left out: no spaCy pipeline is installed for "
+                             f"{', '.join(missing)}.")
+            else:
+                chosen.append("pos")
+        with_source = [i for i in items if i["source"]]
+        if not with_source:
+            if "src_words" in wanted or "src_pos" in wanted:
+                notes.append("Source words and source POS branches left out: no rated caption has a source text "
+                             "(a parent caption or metadata source_text).")
+        else:
+            if len(with_source) < len(items):
+                notes.append(f"{len(items) - len(with_source)} of {len(items)} items have no source text; their "
+                             f"f averages the branches they have.")
+            if "src_words" in wanted:
+                chosen.append("src_words")
+            if "src_pos" in wanted:
+                src_langs = sorted({i["source_language"] for i in with_source})
+                missing = [lang for lang in src_langs if not has_pipeline(lang)]
+                if missing:
+                    notes.append(f"Source POS branch left out: no spaCy pipeline is installed for "
+                                 f"{', '.join(missing)}.")
+                else:
+                    chosen.append("src_pos")
+        return chosen, notes
+
+    def sequences(self, items: list[dict], branches: list[str], max_tokens: int) -> list[dict]:
+        """Token sequences per branch for each item ({} for a branch the item lacks)."""
+        seqs = [dict() for _ in items]
+        by_lang: dict[str, list[int]] = {}
+        for n, item in enumerate(items):
+            by_lang.setdefault(item["language"], []).append(n)
+        for lang, idx in by_lang.items():
+            parsed = tokenize([items[n]["text"] for n in idx], lang, "pos" in branches, max_tokens)
+            for n, (ws, tags) in zip(idx, parsed):
+                seqs[n]["words"] = ws
+                if "pos" in branches:
+                    seqs[n]["pos"] = tags
+        if "src_words" in branches or "src_pos" in branches:
+            by_lang = {}
+            for n, item in enumerate(items):
+                if item.get("source"):
+                    by_lang.setdefault(item.get("source_language") or "en", []).append(n)
+            for lang, idx in by_lang.items():
+                pos = "src_pos" in branches and has_pipeline(lang)
+                parsed = tokenize([items[n]["source"] for n in idx], lang, pos, max_tokens)
+                for n, (ws, tags) in zip(idx, parsed):
+                    if "src_words" in branches:
+                        seqs[n]["src_words"] = ws
+                    if pos:
+                        seqs[n]["src_pos"] = tags
+        return seqs
+
+    @staticmethod
+    def encode_seqs(seqs: list[dict], vocabs: dict[str, list[str]]) -> list[dict]:
+        index = {b: {tok: n for n, tok in enumerate(v)} for b, v in vocabs.items()}
+        out = []
+        for seq in seqs:
+            enc = {}
+            for b, toks in seq.items():
+                if b in index:
+                    enc[b] = [index[b].get(t, 1) for t in toks] or [1]
+            out.append(enc)
+        return out
+
+    def prepare(self, run) -> Prepared:
+        config = self.config(run.config)
+        if run.campaign_id is None:
+            raise TrainingError("The fluency classifier trains on a fluency campaign's aggregated votes: choose a "
+                                "campaign.", code="bad_config")
+        items, left_out = self.labelled_items(run.campaign)
+        self.check_counts(items, left_out, config)
+        branches, notes = self.choose_branches(items, config)
+        train, val, test = self.split(items, config)
+        max_tokens = int(config["max_tokens"])
+        seqs = {name: self.sequences(part, branches, max_tokens)
+                for name, part in (("train", train), ("val", val), ("test", test))}
+        min_count = int(config["min_count"])
+        vocabs = {}
+        for b in branches:
+            counts = Counter(tok for seq in seqs["train"] for tok in seq.get(b, ()))
+            vocabs[b] = [PAD, UNK] + sorted(t for t, c in counts.items() if c >= min_count)
+        info = {"branches": branches, "vocabs": vocabs, "max_tokens": max_tokens,
+                "languages": sorted({i["language"] for i in items}),
+                "source_languages": sorted({i["source_language"] for i in items if i["source"]}),
+                "embedding": int(config["embedding"]), "hidden": int(config["hidden"]),
+                "dropout": float(config["dropout"]), "threshold": float(config["threshold"]),
+                "campaign": run.campaign_id}
+
+        def examples(part, part_seqs):
+            return [{"task": i["task"], "label": i["label"], "ids": enc, "n_words": len(words(i["text"])),
+                     "source_length": len(words(i["source"])) if i["source"] else None}
+                    for i, s, enc in zip(part, part_seqs, self.encode_seqs(part_seqs, vocabs))]
+
+        data = [[i["task"], i["text"], i["source"], i["label"]] for i in items]
+        data_hash = hashlib.sha256(json.dumps(data, ensure_ascii=False).encode()).hexdigest()
+
+        def counts(part):
+            fl = sum(i["label"] for i in part)
+            return {"fluent": fl, "not_fluent": len(part) - fl}
+
+        summary = {"campaign": run.campaign_id, "labels": counts(items), "left_out": left_out,
+                   "splits": {"train": counts(train), "val": counts(val), "test": counts(test)},
+                   "branches": branches, "branches_left_out": [b for b in BRANCHES if b not in branches],
+                   "vocab_sizes": {b: len(v) for b, v in vocabs.items()}, "notes": notes}
+        for note in notes:
+            log.info("fluency run %s: %s", getattr(run, "pk", None), note)
+        return Prepared(train=examples(train, seqs["train"]), val=examples(val, seqs["val"]),
+                        test=examples(test, seqs["test"]), info=info, data_hash=data_hash, summary=summary)
+
+    # --- model --------------------------------------------------------------------------------
+    def build(self, config: dict, info: dict):
+        sizes = {b: len(info["vocabs"][b]) for b in info["branches"]}
+        return build_model(sizes, int(info.get("embedding", config["embedding"])),
+                           int(info.get("hidden", config["hidden"])),
+                           float(config.get("dropout", info.get("dropout", 0.5))))
+
+    def optimizer(self, model, config: dict):
+        torch = _torch()
+        betas = tuple(float(b) for b in (config.get("betas") or (0.9, 0.9)))
+        return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=float(config["lr"]),
+                                betas=betas, eps=float(config.get("eps", 1e-6)),
+                                weight_decay=float(config.get("weight_decay", 0.0)))
+
+    @staticmethod
+    def collate(examples: list[dict], branches: list[str]) -> dict:
+        torch = _torch()
+        inputs, masks = {}, {}
+        for b in branches:
+            seqs = [e["ids"].get(b) or [0] for e in examples]
+            width = max(len(s) for s in seqs)
+            ids = torch.zeros((len(seqs), width), dtype=torch.long)
+            for n, s in enumerate(seqs):
+                ids[n, :len(s)] = torch.tensor(s, dtype=torch.long)
+            inputs[b] = (ids, torch.tensor([len(s) for s in seqs], dtype=torch.long))
+            masks[b] = torch.tensor([1.0 if e["ids"].get(b) else 0.0 for e in examples])
+        labels = torch.tensor([e.get("label", 0) for e in examples], dtype=torch.long)
+        return {"inputs": inputs, "masks": masks, "labels": labels}
+
+    def batches(self, split_data, config: dict, epoch: int, generator, train: bool):
+        torch = _torch()
+        size = max(1, int(config["batch_size"]))
+        order = (torch.randperm(len(split_data), generator=generator).tolist() if train
+                 else list(range(len(split_data))))
+        branches = sorted({b for e in split_data for b in e["ids"]}, key=BRANCHES.index)
+        # A list (not a generator), so the engine knows the steps per epoch.
+        return [self.collate([split_data[n] for n in order[start:start + size]], branches)
+                for start in range(0, len(order), size)]
+
+    @staticmethod
+    def _to(batch, device):
+        inputs = {b: (ids.to(device), lengths) for b, (ids, lengths) in batch["inputs"].items()}
+        masks = {b: m.to(device) for b, m in batch["masks"].items()}
+        return inputs, masks, batch["labels"].to(device)
+
+    def loss(self, model, batch, device, config: dict):
+        torch = _torch()
+        inputs, masks, labels = self._to(batch, device)
+        logits = model({b: inputs[b] for b in model.branch_names if b in inputs})
+        total = None
+        for b, lg in logits.items():
+            per = torch.nn.functional.cross_entropy(lg.float(), labels, reduction="none")
+            m = masks[b]
+            term = (per * m).sum() / m.sum().clamp(min=1.0)
+            total = term if total is None else total + term
+        return total, int(labels.shape[0])
+
+    def predict(self, model, examples: list[dict], device, batch_size: int = 256) -> tuple[list[float], dict]:
+        """(f per example, {branch: fluent probability per example or None where absent})."""
+        torch = _torch()
+        was_training = model.training
+        model.eval()
+        fs, per_branch = [], {b: [] for b in model.branch_names}
+        try:
+            with torch.no_grad():
+                for start in range(0, len(examples), batch_size):
+                    batch = self.collate(examples[start:start + batch_size], model.branch_names)
+                    inputs, masks, _ = self._to(batch, device)
+                    logits = model(inputs)
+                    fs += average_f(logits, masks).cpu().tolist()
+                    for b, lg in logits.items():
+                        p = torch.softmax(lg.float(), dim=-1)[:, 1].cpu().tolist()
+                        m = masks[b].cpu().tolist()
+                        per_branch[b] += [pv if mv else None for pv, mv in zip(p, m)]
+        finally:
+            model.train(was_training)
+        return fs, per_branch
+
+    def evaluate(self, model, prepared: Prepared, device, config: dict) -> dict:
+        test, train = prepared.test, prepared.train
+        threshold = float(config.get("threshold", 0.5))
+        y = [e["label"] for e in test]
+        fs, per_branch = self.predict(model, test, device)
+        metrics = {**binary_metrics(y, [1 if f > threshold else 0 for f in fs]), "n_test": len(test),
+                   "threshold": threshold}
+        metrics["branches"] = {}
+        for b, ps in per_branch.items():
+            pairs = [(t, 1 if p > threshold else 0) for t, p in zip(y, ps) if p is not None]
+            if pairs:
+                metrics["branches"][b] = binary_metrics([t for t, _ in pairs], [p for _, p in pairs])
+        baselines = {"random_guess": random_guess(y),
+                     "length_rated": length_baseline([e["n_words"] for e in train], [e["label"] for e in train],
+                                                     [e["n_words"] for e in test], y)}
+        src_train = [e for e in train if e.get("source_length") is not None]
+        src_test = [e for e in test if e.get("source_length") is not None]
+        if src_train and src_test:
+            baselines["length_source"] = length_baseline(
+                [e["source_length"] for e in src_train], [e["label"] for e in src_train],
+                [e["source_length"] for e in src_test], [e["label"] for e in src_test])
+        metrics["baselines"] = baselines
+        return metrics
+
+    # --- inference ----------------------------------------------------------------------------
+    def encode_texts(self, texts: list[str], info: dict, sources: list[str | None] | None = None,
+                     language: str | None = None, source_language: str | None = None) -> list[dict]:
+        """Scoring input for new sentences with the vocabularies of a trained version. POS branches
+        need the same spaCy pipeline as in training; a missing one leaves that branch out for these items."""
+        branches = [b for b in info["branches"] if not (b in ("pos", "src_pos") and not has_pipeline(
+            (language if b == "pos" else source_language) or (info.get("languages") or ["en"])[0]))]
+        lang = language or (info.get("languages") or ["en"])[0]
+        src_lang = source_language or (info.get("source_languages") or ["en"])[0]
+        items = [{"text": t or "", "source": (sources[n] if sources else None) or "", "language": lang,
+                  "source_language": src_lang} for n, t in enumerate(texts)]
+        seqs = self.sequences(items, branches, int(info.get("max_tokens", 60)))
+        return [{"ids": enc} for enc in self.encode_seqs(seqs, info["vocabs"])]
+
+
+register(FluencyTrainer)

@@ -1,0 +1,408 @@
+"""Curator pages of the modeling app: training runs (list, new, detail with a live loss curve), the
+model registry with Activate buttons, and the comparison of runs side by side.
+
+Views are thin: they parse, check the role, call the engine/registry, and render. The run's progress
+card polls itself with htmx (like the filter runs' card) and stops once the run is finished.
+The two charts (loss curve, metric bars) are server-side SVG; every text in them is escaped.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
+
+from captionlab.roles import role_required
+
+from . import engine, registry
+from .models import Kind, ModelVersion, TrainingRun
+from .trainers import all_trainers
+from .trainers.base import TrainingError
+
+RUNS_PER_PAGE = 50
+MAX_COMPARED = 8
+DEVICES = (("auto", "Auto (GPU when the worker has one)"), ("cpu", "CPU"), ("cuda", "CUDA GPU"))
+STRATEGIES = (("", "— trainer default —"), ("all", "All captions"), ("fluency_only", "Fluency-only"),
+              ("rejection_sampling", "Rejection sampling"), ("weighted_loss", "Weighted loss"))
+CAPTION_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
+CLASSIFIER_METRICS = ("precision", "recall", "f1", "accuracy")
+PALETTE = ("#3b5bdb", "#2f9e66", "#e8590c", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d")
+EVAL_KINDS = (("quality", "GOOD / BAD"), ("good_common_bad", "Good / Common / Bad"),
+              ("relevance_fluency", "Relevance + fluency (runs shuffled together)"))
+
+
+# --- Charts ----------------------------------------------------------------------------------------
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def loss_curve_svg(history: list[dict], width: int = 640, height: int = 220) -> str:
+    """Training loss points (a line), epoch-end validation loss (dots), epoch ticks on the x axis."""
+    points = [h for h in history or [] if isinstance(h.get("loss"), (int, float)) and not h.get("end")]
+    ends = [h for h in history or [] if h.get("end")]
+    if not points:
+        points = ends
+    values = [h["loss"] for h in points] + [h["val_loss"] for h in ends if isinstance(h.get("val_loss"), (int, float))]
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return ""
+    left, right, top, bottom = 52, 12, 12, 28
+    x_max = max([float(h["epoch"]) for h in points + ends] + [1.0])
+    y_min, y_max = min(values + [0.0]), max(values)
+    y_max = y_max if y_max > y_min else y_min + 1
+    sx = lambda e: left + (width - left - right) * float(e) / x_max  # noqa: E731
+    sy = lambda v: top + (height - top - bottom) * (1 - (v - y_min) / (y_max - y_min))  # noqa: E731
+    parts = [f'<svg class="loss-curve" viewBox="0 0 {width} {height}" role="img" aria-label="Loss curve" '
+             f'xmlns="http://www.w3.org/2000/svg">',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a8b0bd"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a8b0bd"/>']
+    for frac in (0, 0.5, 1):
+        v = y_min + frac * (y_max - y_min)
+        parts.append(f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end" font-size="11">{escape(_fmt(v))}</text>')
+    step = max(1, int(math.ceil(x_max / 10)))
+    for e in range(0, int(math.ceil(x_max)) + 1, step):
+        parts.append(f'<text x="{sx(e):.1f}" y="{height - 10}" text-anchor="middle" font-size="11">{e}</text>')
+    path = " ".join(f"{sx(h['epoch']):.1f},{sy(h['loss']):.1f}" for h in points if math.isfinite(h["loss"]))
+    parts.append(f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="2" points="{path}"><title>training loss'
+                 f'</title></polyline>')
+    for h in ends:
+        if isinstance(h.get("val_loss"), (int, float)) and math.isfinite(h["val_loss"]):
+            parts.append(f'<circle cx="{sx(h["epoch"]):.1f}" cy="{sy(h["val_loss"]):.1f}" r="4" fill="{PALETTE[2]}">'
+                         f'<title>epoch {h["epoch"]}: validation loss {escape(_fmt(h["val_loss"]))}</title></circle>')
+    parts.append(f'<text x="{width - right}" y="{top + 10}" text-anchor="end" font-size="11">'
+                 f'<tspan fill="{PALETTE[0]}">— train</tspan> <tspan fill="{PALETTE[2]}">● validation</tspan></text>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def bars_svg(metric_names: list[str], series: list[tuple[str, list]], width: int = 720, height: int = 240) -> str:
+    """Grouped bars: one group per metric, one bar per run (None = not measured)."""
+    values = [v for _, vals in series for v in vals if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not metric_names or not values:
+        return ""
+    left, right, top, bottom = 44, 10, 24, 34
+    y_max = max(values) or 1.0
+    group = (width - left - right) / len(metric_names)
+    bar = max(2.0, (group - 10) / max(len(series), 1))
+    parts = [f'<svg class="metric-bars" viewBox="0 0 {width} {height}" role="img" aria-label="Metrics by run" '
+             f'xmlns="http://www.w3.org/2000/svg">',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a8b0bd"/>',
+             f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" font-size="11">{escape(_fmt(y_max))}</text>']
+    for m, name in enumerate(metric_names):
+        x0 = left + m * group + 5
+        for s, (label, vals) in enumerate(series):
+            v = vals[m]
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                continue
+            h = (height - top - bottom) * max(v, 0) / y_max
+            parts.append(f'<rect x="{x0 + s * bar:.1f}" y="{height - bottom - h:.1f}" width="{bar - 1:.1f}" '
+                         f'height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}"><title>{escape(label)} · '
+                         f'{escape(name)}: {escape(_fmt(v))}</title></rect>')
+        parts.append(f'<text x="{x0 + group / 2 - 5:.1f}" y="{height - 14}" text-anchor="middle" font-size="11">'
+                     f'{escape(name)}</text>')
+    for s, (label, _) in enumerate(series):
+        parts.append(f'<text x="{left + s * 120}" y="12" font-size="11" fill="{PALETTE[s % len(PALETTE)]}">'
+                     f'■ {escape(label[:18])}</text>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def flatten_metrics(metrics: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; only numbers (and lists are left out; "extras" too)."""
+    flat = {}
+    for key, value in (metrics or {}).items():
+        if key == "extras" and not prefix:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_metrics(value, name + "."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[name] = value
+    return flat
+
+
+# --- Runs ----------------------------------------------------------------------------------------------
+
+
+@role_required("curator")
+def run_list(request):
+    runs = TrainingRun.objects.select_related("created_by", "release", "campaign", "model_version")
+    kind = request.GET.get("kind", "")
+    if kind in Kind.values:
+        runs = runs.filter(kind=kind)
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "modeling/run_list.html", {"page": page, "kinds": Kind.choices, "kind": kind})
+
+
+def _form_context(data=None, errors=None):
+    from annotation.models import Campaign
+    from curation.models import Release
+
+    trainers = list(all_trainers().values())
+    return {
+        "trainers": [{"name": t.name, "kind": t.kind, "kind_label": Kind(t.kind).label if t.kind in Kind.values else t.kind,
+                      "defaults": json.dumps(t.default_config, indent=1, default=str)} for t in trainers],
+        "campaigns": Campaign.objects.order_by("-pk")[:200],
+        "releases": Release.objects.filter(status=Release.Status.FROZEN).order_by("-pk")[:200],
+        "devices": DEVICES, "strategies": STRATEGIES, "data": data or {}, "errors": errors or {},
+    }
+
+
+def _parse_run_form(post):
+    """-> (trainer_name, config, release, campaign, name, errors)."""
+    from annotation.models import Campaign
+    from curation.models import Release
+
+    errors, config = {}, {}
+    trainers = all_trainers()
+    trainer = trainers.get(post.get("trainer", ""))
+    if trainer is None:
+        errors["trainer"] = "Choose a trainer."
+    for key, cast in (("epochs", int), ("batch_size", int), ("seed", int), ("lr", float)):
+        raw = (post.get(key) or "").strip()
+        if not raw:
+            continue
+        try:
+            value = cast(raw)
+            if (cast is int and key != "seed" and value < 1) or (key == "lr" and not value > 0) or \
+                    (key == "seed" and value < 0):
+                raise ValueError
+            config[key] = value
+        except ValueError:
+            errors[key] = {"epochs": "A whole number ≥ 1.", "batch_size": "A whole number ≥ 1.",
+                           "seed": "A whole number ≥ 0.", "lr": "A positive number."}[key]
+    device = post.get("device", "auto")
+    if device not in dict(DEVICES):
+        errors["device"] = "Choose auto, cpu or cuda."
+    config["device"] = device
+    strategy = post.get("strategy", "")
+    if strategy not in dict(STRATEGIES):
+        errors["strategy"] = "Unknown strategy."
+    elif strategy:
+        config["strategy"] = strategy
+    extra = (post.get("extra") or "").strip()
+    if extra:
+        try:
+            parsed = json.loads(extra)
+            if not isinstance(parsed, dict):
+                raise ValueError
+            config = {**parsed, **config}
+        except ValueError:
+            errors["extra"] = 'Extra settings must be a JSON object, e.g. {"hidden": 128}.'
+    release = campaign = None
+    if post.get("release"):
+        release = Release.objects.filter(pk=post.get("release") if str(post.get("release")).isdigit() else None).first()
+        if release is None:
+            errors["release"] = "That release does not exist."
+        elif not release.frozen:
+            errors["release"] = "That release is not frozen yet."
+    if post.get("campaign"):
+        campaign = Campaign.objects.filter(pk=post.get("campaign") if str(post.get("campaign")).isdigit() else None).first()
+        if campaign is None:
+            errors["campaign"] = "That campaign does not exist."
+    if trainer is not None:
+        if trainer.kind == Kind.FLUENCY and campaign is None and "campaign" not in errors:
+            errors["campaign"] = "A fluency classifier trains on a campaign's aggregated votes: choose one."
+        if trainer.kind in (Kind.CAPTIONER, Kind.TOPIC_CNN) and release is None and "release" not in errors:
+            errors["release"] = "A captioner or topic CNN trains on a frozen release: choose one."
+    name = (post.get("name") or "").strip()[:200]
+    return (trainer.name if trainer else ""), config, release, campaign, name, errors
+
+
+@role_required("curator")
+def run_create(request):
+    if request.method != "POST":
+        return render(request, "modeling/run_form.html", _form_context())
+    trainer_name, config, release, campaign, name, errors = _parse_run_form(request.POST)
+    if not errors:
+        try:
+            run = engine.create_run(trainer_name, config, release=release, campaign=campaign, user=request.user,
+                                    name=name)
+        except TrainingError as exc:
+            errors["form"] = str(exc)
+        else:
+            engine.enqueue(run)
+            messages.success(request, f"{run} queued on the gpu queue.")
+            return redirect(run.get_absolute_url())
+    return render(request, "modeling/run_form.html", _form_context(request.POST, errors), status=400)
+
+
+def _run_context(run):
+    return {"run": run, "curve": loss_curve_svg(run.history),
+            "percent": int(100 * run.epoch / run.epochs) if run.epochs else 0}
+
+
+@role_required("curator")
+def run_detail(request, pk):
+    run = get_object_or_404(TrainingRun.objects.select_related("release", "campaign", "created_by"), pk=pk)
+    context = _run_context(run)
+    context.update({
+        "version": ModelVersion.objects.filter(run=run).first(),
+        "metrics": sorted(flatten_metrics(run.metrics).items()),
+        "extras": (run.metrics or {}).get("extras"),
+        "checkpoints": engine.list_checkpoints(run) if run.checkpoint else [],
+        "config": json.dumps(run.config, indent=2, ensure_ascii=False, default=str),
+        "summary": json.dumps(run.data_summary, indent=2, ensure_ascii=False, default=str),
+    })
+    return render(request, "modeling/run_detail.html", context)
+
+
+@role_required("curator")
+def run_progress(request, pk):
+    run = get_object_or_404(TrainingRun, pk=pk)
+    if not request.htmx:
+        return redirect(run.get_absolute_url())
+    response = render(request, "modeling/_progress.html", _run_context(run))
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@require_POST
+@role_required("curator")
+def run_cancel(request, pk):
+    run = get_object_or_404(TrainingRun, pk=pk)
+    if run.finished:
+        messages.error(request, f"{run} has already finished.")
+    else:
+        engine.cancel(run)
+        messages.success(request, f"{run} cancelled.")
+    return redirect(run.get_absolute_url())
+
+
+@require_POST
+@role_required("curator")
+def run_retry(request, pk):
+    run = get_object_or_404(TrainingRun, pk=pk)
+    if run.status not in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
+        messages.error(request, "Only a failed or cancelled run can be retried.")
+    else:
+        engine.retry(run)
+        messages.success(request, f"{run} queued again; it continues from its last checkpoint.")
+    return redirect(run.get_absolute_url())
+
+
+# --- Registry ------------------------------------------------------------------------------------------
+
+
+@role_required("curator")
+def version_list(request):
+    versions = ModelVersion.objects.select_related("run", "activated_by")
+    groups = []
+    for kind, label in Kind.choices:
+        rows = [v for v in versions if v.kind == kind]
+        for v in rows:
+            flat = flatten_metrics(v.metrics)
+            keys = [k for k in CAPTION_METRICS + CLASSIFIER_METRICS if k in flat][:6] or list(flat)[:4]
+            v.headline = [(k, flat[k]) for k in keys]
+        groups.append({"kind": kind, "label": label, "versions": rows})
+    return render(request, "modeling/versions.html", {"groups": groups})
+
+
+@require_POST
+@role_required("curator")
+def version_activate(request, pk):
+    version = get_object_or_404(ModelVersion, pk=pk)
+    registry.activate(version, request.user)
+    messages.success(request, f"{version} is now the active {version.get_kind_display().lower()}.")
+    return redirect(reverse("model-list"))
+
+
+# --- Comparison ----------------------------------------------------------------------------------------
+
+
+def _selected_runs(values):
+    ids = []
+    for value in values:
+        if not str(value).isdigit():
+            return None, f"{value!r} is not a run number."
+        ids.append(int(value))
+    ids = list(dict.fromkeys(ids))[:MAX_COMPARED]
+    runs = {r.pk: r for r in TrainingRun.objects.filter(pk__in=ids).select_related("model_version", "release", "campaign")}
+    missing = [i for i in ids if i not in runs]
+    if missing:
+        return None, f"No training run #{missing[0]}."
+    return [runs[i] for i in ids], ""
+
+
+@role_required("curator")
+def compare(request):
+    chosen, error = _selected_runs(request.GET.getlist("runs"))
+    if chosen is None:
+        return render(request, "modeling/compare.html", {"error": error, "candidates": _candidates()}, status=400)
+    flats = [flatten_metrics(r.metrics) for r in chosen]
+    keys = []
+    for flat in flats:
+        keys.extend(k for k in flat if k not in keys)
+    priority = {name: i for i, name in enumerate(CAPTION_METRICS + CLASSIFIER_METRICS)}
+    keys.sort(key=lambda k: (k.count("."), priority.get(k, 100), k))
+    rows = []
+    for key in keys:
+        values = [f.get(key) for f in flats]
+        numeric = [v for v in values if v is not None]
+        best = max(numeric) if numeric and "loss" not in key else (min(numeric) if numeric else None)
+        rows.append({"key": key, "cells": [{"value": v, "best": v is not None and v == best and len(numeric) > 1}
+                                           for v in values]})
+    chart_keys = [k for k in CAPTION_METRICS if any(k in f for f in flats)] or \
+        [k for k in CLASSIFIER_METRICS if any(k in f for f in flats)]
+    baseline_keys = sorted({k.rsplit(".", 1)[0] for f in flats for k in f if k.startswith("baselines.")})
+    series = [(f"#{r.pk} {r.name or r.config.get('strategy', '')}".strip(), [f.get(k) for k in chart_keys])
+              for r, f in zip(chosen, flats)]
+    if not any(k in CAPTION_METRICS for k in chart_keys) and baseline_keys and len(chosen) == 1:
+        series += [(b.split(".", 1)[1], [flats[0].get(f"{b}.{k}") for k in chart_keys]) for b in baseline_keys]
+    captioners = [r for r in chosen if r.kind == Kind.CAPTIONER and r.status == TrainingRun.Status.DONE]
+    return render(request, "modeling/compare.html", {
+        "runs": chosen, "rows": rows, "chart": bars_svg(chart_keys, series) if chosen else "",
+        "candidates": _candidates(), "selected": {r.pk for r in chosen}, "captioners": captioners,
+        "eval_kinds": EVAL_KINDS,
+    })
+
+
+def _candidates():
+    return TrainingRun.objects.filter(status=TrainingRun.Status.DONE).order_by("-pk")[:100]
+
+
+@require_POST
+@role_required("curator")
+def evaluation_campaign(request):
+    chosen, error = _selected_runs(request.POST.getlist("runs"))
+    kind = request.POST.get("eval_kind", "")
+    name = (request.POST.get("name") or "").strip()
+    if chosen is None or not chosen:
+        messages.error(request, error or "Select at least one finished captioner run.")
+        return redirect(reverse("training-compare"))
+    back = reverse("training-compare") + "?" + "&".join(f"runs={r.pk}" for r in chosen)
+    if kind not in dict(EVAL_KINDS):
+        messages.error(request, "Choose how the captions are judged.")
+        return redirect(back)
+    if not name:
+        messages.error(request, "Give the campaign a name.")
+        return redirect(back)
+    bad = [r for r in chosen if r.kind != Kind.CAPTIONER or r.status != TrainingRun.Status.DONE]
+    if bad:
+        messages.error(request, f"{bad[0]} is not a finished captioner run.")
+        return redirect(back)
+    try:
+        from . import generate
+
+        campaign = generate.evaluation_campaign(chosen, kind, request.user, name)
+    except ImportError:
+        messages.error(request, "Caption generation is not installed (modeling.generate).")
+        return redirect(back)
+    except Exception as exc:  # noqa: BLE001 - CampaignError, TrainingError: shown to the curator, nothing made
+        messages.error(request, f"The campaign was not created: {exc}")
+        return redirect(back)
+    messages.success(request, f"Campaign {campaign} created over the captions of {len(chosen)} run(s).")
+    return redirect(campaign.get_absolute_url() if hasattr(campaign, "get_absolute_url") else back)
