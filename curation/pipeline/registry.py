@@ -6,7 +6,8 @@ import importlib
 from .base import Filter
 
 FILTERS: dict[str, type[Filter]] = {}
-MODULES = ("image_filters", "text_filters", "overlap", "hypernym", "informativeness", "seeds", "topics")
+MODULES = ("image_filters", "text_filters", "overlap", "hypernym", "informativeness", "seeds", "topics",
+           "fluency_filter")
 
 
 def register(cls: type[Filter]) -> type[Filter]:
