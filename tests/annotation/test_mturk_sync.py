@@ -232,3 +232,29 @@ def test_throttled_hit_creation_is_retried_and_a_rerun_creates_no_second_hit(cam
     provider.publish(Campaign.objects.get(pk=campaign.pk))
     assert len(fake.hits) == 2
     assert ProviderJob.objects.get(pk=job.pk).external_id == hit_id
+
+
+def test_a_curator_launches_the_mturk_campaign_from_the_provider_page(campaign, fake, alice_client, eager_celery):
+    """The launch button queues the publish task (eager here): HITs appear at the endpoint and on
+    the page, and the campaign runs."""
+    response = alice_client.post(reverse("provider-action", args=[campaign.pk, "launch"]), follow=True)
+    assert response.status_code == 200
+    assert fake.count("CreateHIT") + fake.count("CreateHITWithHITType") == 2
+    jobs = list(ProviderJob.objects.filter(campaign=campaign).values_list("status", "external_id"))
+    assert [status for status, _ in jobs] == ["published", "published"]
+    page = alice_client.get(reverse("campaign-provider", args=[campaign.pk])).content.decode()
+    for _, hit_id in jobs:
+        assert hit_id in page
+    assert Campaign.objects.get(pk=campaign.pk).status == Campaign.Status.RUNNING
+
+
+def test_launch_without_credentials_says_so_and_publishes_nothing(campaign, fake, alice_client, eager_celery,
+                                                                   monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    response = alice_client.post(reverse("provider-action", args=[campaign.pk, "launch"]), follow=True)
+    assert "No AWS credentials for MTurk" in response.content.decode()
+    assert not ProviderJob.objects.filter(campaign=campaign).exists()
+    assert fake.count("CreateHIT") + fake.count("CreateHITWithHITType") == 0
