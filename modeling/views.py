@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -113,11 +114,37 @@ def bars_svg(metric_names: list[str], series: list[tuple[str, list]], width: int
                          f'{escape(name)}: {escape(_fmt(v))}</title></rect>')
         parts.append(f'<text x="{x0 + group / 2 - 5:.1f}" y="{height - 14}" text-anchor="middle" font-size="11">'
                      f'{escape(name)}</text>')
+    x = float(left)
     for s, (label, _) in enumerate(series):
-        parts.append(f'<text x="{left + s * 120}" y="12" font-size="11" fill="{PALETTE[s % len(PALETTE)]}">'
-                     f'■ {escape(label[:18])}</text>')
+        short = label if len(label) <= 32 else label[:31] + "…"
+        parts.append(f'<text x="{x:.0f}" y="12" font-size="11" fill="{PALETTE[s % len(PALETTE)]}">'
+                     f'■ {escape(short)}<title>{escape(label)}</title></text>')
+        x += 7 * (len(short) + 2) + 12  # ~7 px a character at 11 px
     parts.append("</svg>")
     return mark_safe("".join(parts))
+
+
+def natural_key(name: str) -> list:
+    """"diversity.position_10" after "diversity.position_9": digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+BASELINE_LABELS = {"random_guess": "Random guess", "length_rated": "Sentence length (rated text)",
+                   "length_source": "Sentence length (source text)"}
+
+
+def baseline_table(metrics: dict) -> list[dict]:
+    """Rows (the classifier first, then each of the seed's baselines) of precision, recall, F1 and
+    accuracy on the same held-out split; [] when the run has no baselines."""
+    baselines = (metrics or {}).get("baselines")
+    if not isinstance(baselines, dict) or not baselines:
+        return []
+    rows = [{"label": "This classifier", "values": [metrics.get(k) for k in CLASSIFIER_METRICS], "ours": True}]
+    for key, values in baselines.items():
+        if isinstance(values, dict):
+            rows.append({"key": key, "label": BASELINE_LABELS.get(key, key.replace("_", " ").capitalize()),
+                         "values": [values.get(k) for k in CLASSIFIER_METRICS], "ours": False})
+    return rows
 
 
 def flatten_metrics(metrics: dict, prefix: str = "") -> dict:
@@ -249,9 +276,14 @@ def _run_context(run):
 def run_detail(request, pk):
     run = get_object_or_404(TrainingRun.objects.select_related("release", "campaign", "created_by"), pk=pk)
     context = _run_context(run)
+    baselines = baseline_table(run.metrics)
+    flat = flatten_metrics(run.metrics)
+    if baselines:
+        flat = {k: v for k, v in flat.items() if not k.startswith("baselines.") or k.endswith(".threshold")}
     context.update({
         "version": ModelVersion.objects.filter(run=run).first(),
-        "metrics": sorted(flatten_metrics(run.metrics).items()),
+        "metrics": sorted(flat.items(), key=lambda kv: natural_key(kv[0])),
+        "baselines": baselines, "classifier_metrics": CLASSIFIER_METRICS,
         "extras": (run.metrics or {}).get("extras"),
         "checkpoints": engine.list_checkpoints(run) if run.checkpoint else [],
         "config": json.dumps(run.config, indent=2, ensure_ascii=False, default=str),
@@ -347,13 +379,14 @@ def compare(request):
     for flat in flats:
         keys.extend(k for k in flat if k not in keys)
     priority = {name: i for i, name in enumerate(CAPTION_METRICS + CLASSIFIER_METRICS)}
-    keys.sort(key=lambda k: (k.count("."), priority.get(k, 100), k))
+    keys.sort(key=lambda k: (k.count("."), priority.get(k, 100), natural_key(k)))
     rows = []
     for key in keys:
         values = [f.get(key) for f in flats]
         numeric = [v for v in values if v is not None]
         best = max(numeric) if numeric and "loss" not in key else (min(numeric) if numeric else None)
-        rows.append({"key": key, "cells": [{"value": v, "best": v is not None and v == best and len(numeric) > 1}
+        differ = len(set(numeric)) > 1  # nothing is "best" when every run has the same value
+        rows.append({"key": key, "cells": [{"value": v, "best": differ and v is not None and v == best}
                                            for v in values]})
     chart_keys = [k for k in CAPTION_METRICS if any(k in f for f in flats)] or \
         [k for k in CLASSIFIER_METRICS if any(k in f for f in flats)]

@@ -47,7 +47,7 @@ TO_FILTER = ["a brown dog is running in the park", "a man is sitting on a bench 
 FLUENCY_FORM = {"epochs": "12", "batch_size": "16", "lr": "0.01", "seed": "3"}
 FLUENCY_EXTRA = {"embedding": 32, "hidden": 32, "dropout": 0.2, "test_fraction": 0.25, "val_fraction": 0.0,
                  "min_labels": 20}
-CAPTIONER_FORM = {"epochs": "3", "batch_size": "16", "lr": "0.01", "seed": "1"}
+CAPTIONER_FORM = {"epochs": "15", "batch_size": "16", "lr": "0.01", "seed": "1"}
 CAPTIONER_EXTRA = {"min_count": 1, "image_size": 16, "feature_dim": 32, "width": 8, "embed": 32, "hidden": 32,
                    "dropout": 0.0, "heads": 2, "layers": 1, "beam_size": 4}
 
@@ -110,7 +110,7 @@ def new_run(page, trainer: str, name: str, fields: dict, extra: dict, *, campaig
         page.fill(f"input[name={field}]", value)
     page.select_option("select[name=device]", "cpu")
     page.fill("textarea[name=extra]", json.dumps(extra))
-    page.click("button:has-text('Queue the run')")
+    page.click("button:has-text('Queue the run')", no_wait_after=True)
     page.wait_for_url(re.compile(r".*/models/runs/\d+/$"), timeout=TRAINING)
     run = TrainingRun.objects.get(name=name)
     assert page.url.endswith(f"/models/runs/{run.pk}/")
@@ -140,11 +140,21 @@ def walk_through(setup, live_server, page):  # noqa: F811
     assert fluency.config["embedding"] == 32 and fluency.config["epochs"] == 12 and fluency.config["device"] == "cpu"
     assert fluency.data_summary["labels"] == {"fluent": 80, "not_fluent": 80}
     metrics = metric_rows(page)
-    for key in ("precision", "recall", "f1", "baselines.random_guess.f1", "baselines.length_rated.f1"):
+    for key in ("precision", "recall", "f1", "accuracy", "n_test"):
         assert key in metrics, sorted(metrics)
-    assert float(metrics["f1"]) == pytest.approx(fluency.metrics["f1"], abs=1e-4)
-    assert float(metrics["baselines.random_guess.f1"]) == 0.5
-    assert fluency.metrics["accuracy"] > fluency.metrics["baselines"]["random_guess"]["accuracy"]
+    assert float(metrics["f1"]) == pytest.approx(fluency.metrics["f1"], abs=1e-4) and metrics["n_test"] == "40"
+    # Precision, recall and F1 next to the seed's baselines (Table 2), on the same held-out items.
+    baselines = page.locator("#baselines table")
+    assert baselines.locator("thead th").all_inner_texts()[1:] == ["PRECISION", "RECALL", "F1", "ACCURACY"]
+    shown = {}
+    for row in ("classifier", "random_guess", "length_rated"):
+        cells = baselines.locator(f'tr[data-row="{row}"] td').all_inner_texts()
+        shown[row] = [float(c) for c in cells]
+    expected = {"classifier": fluency.metrics, **fluency.metrics["baselines"]}
+    for row, values in shown.items():
+        assert values == [pytest.approx(expected[row][k], abs=1e-3) for k in ("precision", "recall", "f1", "accuracy")]
+    assert shown["random_guess"] == [0.5, 0.5, 0.5, 0.5]
+    assert shown["classifier"][3] > shown["random_guess"][3]  # it learned something the coin does not
     # The run says which branches it left out (English captions without source texts).
     assert "Source words and source POS branches left out" in page.locator("pre.log").inner_text()
     shot(page, "run")
@@ -168,8 +178,8 @@ def walk_through(setup, live_server, page):  # noqa: F811
     page.click("text=Fluency check")
     page.wait_for_url(f"**/pipelines/{first_run.pipeline_id}/")
     page.select_option("#run-collection", label="Captions to filter")
-    page.click("button:has-text('Start run')")
-    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    page.click("button:has-text('Start run')", no_wait_after=True)
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"), timeout=60_000)
     second = FilterRun.objects.exclude(pk=first_run.pk).get(pipeline_id=first_run.pipeline_id)
     assert page.url.endswith(f"/runs/{second.pk}/")
     page.wait_for_selector('#run-progress progress[value="100"]', timeout=60_000)
@@ -205,7 +215,11 @@ def walk_through(setup, live_server, page):  # noqa: F811
     page.goto(f"{live_server.url}/models/runs/")
     plain = new_run(page, "captioner-lstm", "lstm all captions", CAPTIONER_FORM, CAPTIONER_EXTRA,
                     release=release, strategy="all")
-    assert "BLEU-4" in metric_rows(page) and "CIDEr" in metric_rows(page)
+    assert {"BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "diversity.vocabulary"} <= set(metric_rows(page))
+    # The run shows what it generated for the held-out images, next to their references.
+    samples = page.locator("#samples tbody tr")
+    assert samples.count() == 3 and samples.first.locator("td.generated").inner_text() == \
+        (plain.metrics["extras"]["samples"][0]["text"] or "(empty)")
     weighted = new_run(page, "captioner-transformer", "transformer weighted loss", CAPTIONER_FORM, CAPTIONER_EXTRA,
                        release=release, strategy="weighted_loss")
     # Seed 004's weighted loss needs a fluency score per caption: the active classifier gave them.
@@ -224,20 +238,25 @@ def walk_through(setup, live_server, page):  # noqa: F811
         picker.locator(f"input[name=runs][value='{run.pk}']").check()
     assert not picker.locator(f"input[name=runs][value='{fluency.pk}']").is_checked()
     picker.locator("button:has-text('Compare')").click()
-    page.wait_for_url(f"**/models/compare/?runs={plain.pk}&runs={weighted.pk}")
+    page.wait_for_url(re.compile(r".*/models/compare/\?runs=\d+&runs=\d+$"))
+    # The picker lists the newest run first; the table follows the order of the query.
+    order = [plain, weighted] if page.url.endswith(f"runs={weighted.pk}") else [weighted, plain]
+    assert sorted(r.pk for r in order) == [plain.pk, weighted.pk]
     assert page.locator("svg.metric-bars").is_visible()
     assert page.locator("svg.metric-bars rect").count() >= 2
     table = page.locator("table.compare")
     assert table.is_visible()
-    heads = table.locator("thead th").all_inner_texts()
-    assert any(f"#{plain.pk}" in h for h in heads) and any(f"#{weighted.pk}" in h for h in heads)
+    heads = table.locator("thead th").all_text_contents()[1:]  # text_content: the head is upper-cased by CSS
+    assert [table.locator(f"thead th:nth-child({i + 2}) a").text_content() for i in range(2)] == \
+        [f"#{r.pk}" for r in order]
+    assert "weighted_loss" in heads[order.index(weighted)] and "all" in heads[order.index(plain)]
     for key in ("BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr", "diversity.vocabulary"):
         row = table.locator(f"tbody tr:has(th:text-is('{key}'))")
         assert row.count() == 1, key
         cells = row.locator("td").all_inner_texts()
         assert len(cells) == 2 and all(c != "—" for c in cells), (key, cells)
     bleu = table.locator("tbody tr:has(th:text-is('BLEU-1')) td").all_inner_texts()
-    assert [float(v) for v in bleu] == [pytest.approx(r.metrics["BLEU-1"], abs=1e-4) for r in (plain, weighted)]
+    assert [float(v) for v in bleu] == [pytest.approx(r.metrics["BLEU-1"], abs=1e-4) for r in order]
     shot(page, "compare")
 
     # (6) A relevance+fluency campaign over both runs' generated captions, from the compare page.
@@ -245,11 +264,11 @@ def walk_through(setup, live_server, page):  # noqa: F811
     assert form.locator("input[name=runs]:checked").count() == 2
     form.locator("select[name=eval_kind]").select_option("relevance_fluency")
     form.locator("input[name=name]").fill("Captioners side by side")
-    form.locator("button:has-text('Create the campaign')").click()
+    form.locator("button:has-text('Create the campaign')").click(no_wait_after=True)
     page.wait_for_url(re.compile(r".*/campaigns/\d+/$"), timeout=TRAINING)
     evaluation = Campaign.objects.get(name="Captioners side by side")
     assert page.url.endswith(f"/campaigns/{evaluation.pk}/")
-    assert evaluation.kind == "relevance_fluency" and evaluation.selection["runs"] == [plain.pk, weighted.pk]
+    assert evaluation.kind == "relevance_fluency" and sorted(evaluation.selection["runs"]) == [plain.pk, weighted.pk]
     tasks = list(Task.objects.filter(campaign=evaluation))
     test_images = set(release.items.filter(split="test").values_list("image_id", flat=True))
     assert tasks and {t.image_id for t in tasks} <= test_images
