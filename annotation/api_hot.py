@@ -53,7 +53,7 @@ class HotTokenAuthentication(TokenAuthentication):
             f"SELECT {', '.join(f'u.{connection.ops.quote_name(f.column)}' for f in fields)} "
             f"FROM {Token._meta.db_table} t JOIN {User._meta.db_table} u ON u.{User._meta.pk.column} = t.user_id "
             f"WHERE t.key = %s"))
-        with connection.cursor() as cursor:
+        with routing.hot_cursor() as cursor:
             cursor.execute(sql, [key])
             row = cursor.fetchone()
         if row is None:
@@ -164,7 +164,7 @@ def _load_member(user, campaign_id):
         return (Membership.objects.select_related("campaign", "worker", "assignment")
                 .filter(campaign_id=campaign_id, worker__user_id=user.pk).first())
     params = {"campaign": campaign_id, "user": user.pk, "role_0": ANNOTATOR, "role_1": CURATOR, "role_2": ADMIN}
-    with connection.cursor() as cursor:
+    with routing.hot_cursor() as cursor:
         cursor.execute(_sql("member", _member_sql), params)
         row = cursor.fetchone()
     if row is None:
