@@ -324,7 +324,7 @@ def _claim_real(campaign, worker, membership, now) -> Served | None:
     return Served(reservation, task, "work")
 
 
-def _claim_sql() -> str:
+def _claim_sql(after_last_vote: bool = False) -> str:
     """One statement: pick the best open task this worker has neither voted on nor reserved,
     skipping rows other workers are locking, bump its counter, insert the reservation, and return
     the task with its caption's text. The picked row stays locked until the statement commits, and
@@ -332,11 +332,19 @@ def _claim_sql() -> str:
     when it locks it, so the counter invariant holds as on the ORM path."""
     task, vote, res, cap = (m._meta.db_table for m in (Task, Vote, Reservation, Caption))
     columns = _task_columns()
+    last, after = "", ""
+    if after_last_vote:
+        last = f"""last AS (
+            SELECT lt.priority AS priority, lt.id AS id FROM {vote} lv JOIN {task} lt ON lt.id = lv.task_id
+            WHERE lv.worker_id = %(worker)s AND lv.campaign_id = %(campaign)s AND lv.role = 'real'
+            ORDER BY lv.created_at DESC, lv.id DESC LIMIT 1
+        ), """
+        after = "AND (t.priority, t.id) > (SELECT priority, id FROM last)"
     return f"""
-        WITH picked AS (
+        WITH {last}picked AS (
             SELECT t.id FROM {task} t
             WHERE t.campaign_id = %(campaign)s AND t.role = 'real' AND t.status = 'open'
-              AND t.votes_required > t.votes_count + t.reserved_count
+              AND t.votes_required > t.votes_count + t.reserved_count {after}
               AND NOT EXISTS (SELECT 1 FROM {vote} v WHERE v.task_id = t.id AND v.worker_id = %(worker)s)
               AND NOT EXISTS (SELECT 1 FROM {res} r WHERE r.task_id = t.id AND r.worker_id = %(worker)s)
             ORDER BY t.priority, t.id
@@ -376,8 +384,16 @@ def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
                     # flushes every earlier commit with it, so no stored vote can depend on a
                     # lost reservation. This takes the disk's fsync off every fetch.
                     cursor.execute("SET LOCAL synchronous_commit TO OFF")
-                cursor.execute(_sql("claim", _claim_sql), params)
-                row = cursor.fetchone()
+                row = None
+                if campaign.priority != Campaign.Priority.ENTROPY:
+                    # Priorities are fixed: start after the worker's last voted task, so a worker
+                    # does not rescan the open tasks they voted on (all of them, for a lone
+                    # worker); the full scan below still finds anything earlier that reopened.
+                    cursor.execute(_sql("claim_after", lambda: _claim_sql(after_last_vote=True)), params)
+                    row = cursor.fetchone()
+                if row is None:
+                    cursor.execute(_sql("claim", _claim_sql), params)
+                    row = cursor.fetchone()
             break
         except IntegrityError:  # the same worker claimed meanwhile (two tabs): pick again
             row = None
