@@ -74,6 +74,8 @@ class CaptionerTrainer(Trainer):
         release = run.release
         rows = cdata.release_rows(release, config)
         notes = list(rows.notes)
+        if source is not None:
+            notes.append(f"encoder initialised from {label}")
         train_rows = rows.rows["train"]
         needed = int(config["min_train_captions"])
         if len(train_rows) < needed:
@@ -244,10 +246,11 @@ class TopicCNNTrainer(Trainer):
 
         config = self.config(run.config)
         rows = cdata.release_rows(run.release, config)
-        topics = ImageTopics.objects.all()
+        image_ids = {r["image_id"] for s in cdata.SPLITS for r in rows.rows[s]}
+        topics = ImageTopics.objects.filter(image_id__in=image_ids)
         if config.get("topics_artifact"):
             topics = topics.filter(artifact_id=config["topics_artifact"])
-        else:
+        else:  # the newest artifact that labels this release's images (not another collection's)
             latest = topics.order_by("-artifact_id").values_list("artifact_id", flat=True).first()
             topics = topics.filter(artifact_id=latest)
         dist = {}
