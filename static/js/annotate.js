@@ -34,6 +34,9 @@
     if (!form) return;
     var button = form.querySelector('button[type="submit"]');
     if (button && button.disabled) return;
+    // A key can come before htmx has processed a just-swapped form; make sure it has, or the
+    // browser would post it natively and load a whole page.
+    if (window.htmx && form.hasAttribute("hx-post")) window.htmx.process(form);
     if (form.requestSubmit) form.requestSubmit(); else if (button) button.click();
   }
 
@@ -151,6 +154,16 @@
 
   // --- keys ------------------------------------------------------------------------------------------
 
+  // Continue after a training answer: swap the next item in through htmx even when Enter comes
+  // before htmx has processed the just-swapped link (a native click would load the whole page).
+  function follow(link) {
+    if (window.htmx) {
+      window.htmx.ajax("GET", link.getAttribute("href"), {target: "#task-panel", swap: "outerHTML"});
+    } else {
+      window.location.href = link.getAttribute("href");
+    }
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
     var p = panel();
@@ -166,9 +179,13 @@
     }
     var tag = target && target.tagName;
     if (event.key === "Enter") {
-      if (tag === "A" || tag === "BUTTON" || tag === "SUMMARY") return; // its own action
       var go = p.querySelector('[data-role="continue"]');
-      if (go) { event.preventDefault(); go.click(); return; }
+      if (go && (target === go || !(tag === "A" || tag === "BUTTON" || tag === "SUMMARY"))) {
+        event.preventDefault();
+        follow(go);
+        return;
+      }
+      if (tag === "A" || tag === "BUTTON" || tag === "SUMMARY") return; // its own action
       if (voteForm()) { event.preventDefault(); submit(voteForm()); }
       return;
     }
