@@ -87,3 +87,36 @@ def eager_celery():
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
     yield app
     app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+@pytest.fixture
+def redis_worker(transactional_db):
+    """A real Celery worker (a thread, solo pool) consuming the ``default`` queue from Redis.
+    Skips without REDIS_URL, or fails when CAPTIONLAB_REQUIRE_SERVICES=1."""
+    from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
+
+    from captionlab.celery import app
+
+    if not os.environ.get("REDIS_URL"):
+        if REQUIRE_SERVICES:
+            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("REDIS_URL is not set: no Redis broker for a real Celery worker")
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    # The worker runs in a thread with its own database connection: close it after each task so
+    # the test database can be dropped at the end of the session.
+    task_postrun.connect(_close_connections)
+    try:
+        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False,
+                          queues=["default"], shutdown_timeout=30):
+            yield app
+    finally:
+        task_postrun.disconnect(_close_connections)
+        app.conf.task_always_eager = saved
+
+
+def _close_connections(**kwargs):
+    from django.db import connections
+
+    connections.close_all()

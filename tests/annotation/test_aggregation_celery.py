@@ -1,22 +1,14 @@
 """Aggregation as a Celery task: the debounce of schedule_aggregation, and a real worker consuming
 "annotation.aggregate_campaign" from Redis and writing the campaign's stats."""
-import os
 
 import pytest
-from celery.contrib.testing.worker import start_worker
-from celery.signals import task_postrun
 from django.core.cache import cache
-from django.db import connections
 
 from annotation import tasks as annotation_tasks
 from annotation.models import Aggregate, Campaign, Task, Vote
 from annotation.routing import worker_for_user
-from captionlab.celery import app
 
-from ..conftest import REQUIRE_SERVICES
 from .conftest import make_annotators, make_collection
-
-REDIS_URL = os.environ.get("REDIS_URL", "")
 
 
 def _key(campaign_id):
@@ -56,28 +48,6 @@ def test_eager_task_runs_the_aggregation(make_campaign, django_user_model, setti
     stats = annotation_tasks.aggregate_campaign.apply(args=[campaign.pk]).get()
     assert stats["n_votes"] == 2
     assert Aggregate.objects.get(task=task, method="majority").label == "good"
-
-
-@pytest.fixture
-def redis_worker(transactional_db):
-    if not REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("REDIS_URL is not set: no Redis broker for a real Celery worker")
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = False
-    task_postrun.connect(_close_connections)
-    try:
-        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False,
-                          queues=["default"], shutdown_timeout=30):
-            yield app
-    finally:
-        task_postrun.disconnect(_close_connections)
-        app.conf.task_always_eager = saved
-
-
-def _close_connections(**kwargs):
-    connections.close_all()
 
 
 @pytest.mark.worker

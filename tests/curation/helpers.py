@@ -1,6 +1,7 @@
 """Small builders of real-looking inputs for ingest tests."""
 import csv
 import io
+import time
 import zipfile
 from pathlib import Path
 
@@ -47,3 +48,15 @@ def run_import(collection: Collection, kind: str, path: Path, **options) -> Impo
 
 def issues_by_line(job: ImportJob) -> dict:
     return {issue.line: issue.code for issue in job.issues.all()}
+
+
+def wait_until(predicate, seconds: float, what: str, step: float = 0.1):
+    """Poll ``predicate`` until it is true; fail the test after ``seconds``."""
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(step)
+    pytest.fail(f"timed out waiting for {what}")

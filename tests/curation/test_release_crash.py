@@ -25,6 +25,7 @@ from curation.releases import formats, publish, services
 
 from ..conftest import REQUIRE_SERVICES
 from .test_release_services import frozen_release, make_collection
+from .helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -50,15 +51,6 @@ app.worker_main(["worker", "-P", "solo", "-Q", sys.argv[1], "-l", "warning", "--
 def _worker(queue: str, env: dict) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", WORKER, queue], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _wait(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.mark.worker
@@ -98,7 +90,7 @@ def test_a_worker_killed_mid_export_publishes_nothing_and_the_rerun_gives_the_sa
 
     first = _worker(queue, env)
     try:
-        _wait(lambda: len(partials()) >= 2, 90, "two partial files in storage")
+        wait_until(lambda: len(partials()) >= 2, 90, "two partial files in storage")
         first.send_signal(signal.SIGKILL)  # no warm shutdown, no ack
         first.wait(10)
         # Dead mid-publication: partial files only, no final name, and the export is not done.
@@ -110,7 +102,7 @@ def test_a_worker_killed_mid_export_publishes_nothing_and_the_rerun_gives_the_sa
         time.sleep(4)  # past the visibility timeout: Redis gives the unacknowledged task back
         second = _worker(queue, {**env, "SLOW_COPY_SECONDS": "0"})
         try:
-            _wait(lambda: ReleaseExport.objects.get(pk=export.pk).status in ("done", "failed"), 120,
+            wait_until(lambda: ReleaseExport.objects.get(pk=export.pk).status in ("done", "failed"), 120,
                   "the export to finish")
         finally:
             second.send_signal(signal.SIGTERM)

@@ -15,6 +15,7 @@ from curation.models import Caption, Collection, FilterDecision, FilterRun, Imag
 from curation.pipeline import executor, registry
 
 from ..conftest import REQUIRE_SERVICES
+from .helpers import wait_until
 from .slow_worker import SlowLength
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,15 +26,6 @@ registry.FILTERS.setdefault(SlowLength.name, SlowLength)
 def _worker(queue: str, env: dict) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tests.curation.slow_worker", queue], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _wait(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.mark.worker
@@ -70,7 +62,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
            "REDIS_URL": REDIS_URL, "CELERY_VISIBILITY_TIMEOUT": "3", "LOG_LEVEL": "WARNING"}
     first = _worker(queue, env)
     try:
-        _wait(lambda: RunChunk.objects.filter(run=run, status="done").count() >= 1
+        wait_until(lambda: RunChunk.objects.filter(run=run, status="done").count() >= 1
               and RunChunk.objects.filter(run=run, status="running").exists(), 60, "a chunk in progress")
         first.send_signal(signal.SIGKILL)  # no warm shutdown, no ack: the message stays unacknowledged
         first.wait(10)
@@ -80,7 +72,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
         time.sleep(4)
         second = _worker(queue, env)
         try:
-            _wait(lambda: FilterRun.objects.get(pk=run.pk).status == "done", 120, "the run to finish")
+            wait_until(lambda: FilterRun.objects.get(pk=run.pk).status == "done", 120, "the run to finish")
         finally:
             second.send_signal(signal.SIGTERM)
             second.wait(20)
