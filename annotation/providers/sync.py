@@ -123,13 +123,16 @@ def _reward_entry(campaign: Campaign, provider: CrowdProvider, a: Assignment) ->
                         assignment=a, worker=a.worker, note="approved assignment")
 
 
-def _settle_approved(campaign, provider, a: Assignment, feedback: str) -> None:
-    entry = _reward_entry(campaign, provider, a)
+def _record_approved(a: Assignment, feedback: str, entry) -> None:
     Assignment.objects.filter(pk=a.pk, state=State.SUBMITTED).update(
         state=State.APPROVED, reviewed_at=timezone.now(), feedback=feedback)
     a.state = State.APPROVED
     if entry is not None:
         money.mark_paid(entry)
+
+
+def _settle_approved(campaign, provider, a: Assignment, feedback: str) -> None:
+    _record_approved(a, feedback, _reward_entry(campaign, provider, a))
 
 
 def approve(campaign: Campaign, provider: CrowdProvider, a: Assignment, feedback: str) -> None:
@@ -137,11 +140,7 @@ def approve(campaign: Campaign, provider: CrowdProvider, a: Assignment, feedback
     then record the state and mark the reward paid."""
     entry = _reward_entry(campaign, provider, a)
     provider.approve(a, feedback)
-    Assignment.objects.filter(pk=a.pk, state=State.SUBMITTED).update(
-        state=State.APPROVED, reviewed_at=timezone.now(), feedback=feedback)
-    a.state = State.APPROVED
-    if entry is not None:
-        money.mark_paid(entry)
+    _record_approved(a, feedback, entry)
 
 
 def reject(campaign: Campaign, provider: CrowdProvider, a: Assignment, feedback: str) -> None:
