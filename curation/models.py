@@ -375,11 +375,17 @@ class FilterDecision(models.Model):
         DROP = "drop", "Drop"
         NOT_APPLICABLE = "na", "Not applicable"
 
-    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="decisions", db_index=False)
+    # A run writes (steps x items) decisions, a dozen per caption: the table's foreign keys are kept by
+    # Django (deletes cascade through the ORM's collector) rather than by PostgreSQL, whose per-row
+    # referential-integrity triggers cost more than the insert itself (three lookups per row; see
+    # benchmarks/filters.py). Decisions are only written by the executor, for rows it has just read.
+    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="decisions", db_index=False,
+                            db_constraint=False)
     step = models.PositiveSmallIntegerField(help_text="position of the filter in the run's snapshot")
     filter_name = models.CharField(max_length=60)
-    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
-    caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                                db_constraint=False)
     outcome = models.CharField(max_length=4, choices=Outcome.choices)
     score = models.FloatField(null=True, blank=True)
     reason = models.CharField(max_length=60, blank=True)

@@ -69,6 +69,10 @@ class Filter:
     # The decision depends on the text alone (not the image, labels or language field): the
     # executor then applies the filter once per distinct text and shares the decision.
     text_only: ClassVar[bool] = False
+    # The decision, and what ``apply`` notes on the item, depend on the item's text alone whenever that
+    # text is still its raw text (a transform whose removed spans are relative to the raw text): the
+    # executor may then decide such items once per distinct text as well.
+    text_determined: ClassVar[bool] = False
     # Each item's decision depends on that item alone (not on the other items of the batch), and
     # ``apply`` uses no database: the executor may then split a chunk into smaller batches and
     # stream their decisions to the database while it computes the next batch.

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from django.core.files.base import ContentFile
@@ -133,24 +134,20 @@ def _labels(metadata: dict) -> list[str]:
 def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
     """Image items (caption_id None) by image id, and caption items, for one chunk."""
     images = {}
-    for row in Image.objects.filter(pk__in=image_ids).values(
-            "pk", "format", "width", "height", "sha256", "phash", "status", "file", "metadata"):
-        images[row["pk"]] = Item(
-            caption_id=None, image_id=row["pk"], raw_text="", text="", image_format=row["format"] or None,
-            width=row["width"], height=row["height"], sha256=row["sha256"], phash=row["phash"] or None,
-            image_status=row["status"], file_name=row["file"] or "", labels=_labels(row["metadata"]),
-            metadata=row["metadata"] or {},
-        )
+    for pk, fmt, width, height, sha256, phash, status, file_name, metadata in Image.objects.filter(
+            pk__in=image_ids).values_list("pk", "format", "width", "height", "sha256", "phash", "status", "file",
+                                          "metadata"):
+        metadata = metadata or {}
+        images[pk] = Item(None, pk, "", "", "", None, fmt or None, width, height, sha256, phash or None, status,
+                          file_name or "", _labels(metadata) if metadata else [], metadata)
     captions = []
-    for row in (Caption.objects.filter(image_id__in=image_ids).exclude(origin__in=SKIP_ORIGINS)
-                .order_by("pk").values("pk", "image_id", "text", "language")):
-        image = images[row["image_id"]]
-        captions.append(Item(
-            caption_id=row["pk"], image_id=row["image_id"], raw_text=row["text"], text=row["text"],
-            language=row["language"], image_format=image.image_format, width=image.width, height=image.height,
-            sha256=image.sha256, phash=image.phash, image_status=image.image_status, file_name=image.file_name,
-            labels=image.labels, metadata=image.metadata,
-        ))
+    append = captions.append
+    for pk, image_id, text, language in (
+            Caption.objects.filter(image_id__in=image_ids).exclude(origin__in=SKIP_ORIGINS).order_by("pk")
+            .values_list("pk", "image_id", "text", "language")):
+        image = images[image_id]
+        append(Item(pk, image_id, text, text, language, None, image.image_format, image.width, image.height,
+                    image.sha256, image.phash, image.image_status, image.file_name, image.labels, image.metadata))
     return images, captions
 
 
@@ -158,13 +155,13 @@ def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
 #
 # A chunk's steps run in segments. A segment of steps that all declare ``per_item`` (each item's
 # decision depends on that item alone, and ``apply`` uses no database) runs on sub-batches of about
-# SUB_BATCH_CAPTIONS captions, and the decisions of each sub-batch are COPYed into the decisions
-# table from a helper thread, on the chunk's own transaction, while this thread computes the next
-# sub-batch: PostgreSQL inserts them (and checks their foreign keys) on its own core meanwhile.
-# Other steps run over the whole chunk, as one batch. Texts are parsed only when a step needs a
-# decision about them that is not known yet. Decision rows are built as COPY text lines: for a
-# text-only step, the line's text (outcome, score, reason, details JSON, ...) is built once per
-# distinct text and kept per worker process, so a duplicate caption costs one concatenation.
+# SUB_BATCH_CAPTIONS captions, and the decisions of each sub-batch are sent into an open COPY on the
+# chunk's own transaction as soon as they are made: PostgreSQL inserts them (and updates the indexes)
+# on its own core while this process computes the next sub-batch. Other steps run over the whole
+# chunk, as one batch. Texts are parsed only when a step needs a decision about them that is not known
+# yet. Decision rows are built as COPY text lines: for steps decided by the text alone, the lines
+# (outcome, score, reason, details JSON, ...) are built once per distinct text and kept per worker
+# process, so a duplicate caption costs one string join.
 
 SUB_BATCH_CAPTIONS = 256
 
@@ -284,32 +281,184 @@ def _caption_order(item: Item) -> int:
     return item.caption_id
 
 
-def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_captions: list[Item]):
-    """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them."""
-    for position, step, flt in steps:
-        if step["target"] == "image":
-            targets = list(alive_images.values())
-        else:
-            targets = alive_captions
-        if not targets:
+def _memoisable(step: dict, flt: Filter) -> bool:
+    """A caption step decided per distinct text (see ``_apply_group``)."""
+    return step["target"] != "image" and not step["run_level"] and (flt.text_only or flt.text_determined)
+
+
+def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_captions: list[Item],
+               memo: bool = True):
+    """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them.
+    Consecutive steps decided by the text alone run as one group, once per distinct text."""
+    index = 0
+    while index < len(steps):
+        if memo and _memoisable(steps[index][1], steps[index][2]):
+            end = index
+            while end < len(steps) and _memoisable(steps[end][1], steps[end][2]):
+                end += 1
+            if alive_captions:
+                alive_captions = _apply_group(state, steps[index:end], alive_captions)
+            index = end
             continue
-        try:
-            if flt.text_only and step["target"] != "image":
-                survivors = _apply_text_only(state, position, step, flt, targets)
-            else:
-                survivors, dropped_images = _apply_each(state, position, step, flt, targets)
-        except PipelineError:
-            raise
-        except Exception as exc:  # one filter's bug must not lose the chunk: it fails with a reason
-            raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
-        if step["target"] == "image":
-            if dropped_images:
-                for image_id in dropped_images:
-                    alive_images.pop(image_id, None)
-                alive_captions = [it for it in alive_captions if it.image_id not in dropped_images]
-        else:
-            alive_captions = survivors
+        alive_images, alive_captions = _run_step(state, steps[index], alive_images, alive_captions)
+        index += 1
     return alive_images, alive_captions
+
+
+def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_captions: list[Item]):
+    """One step on what is still alive; returns what survives it."""
+    position, step, flt = entry
+    if step["target"] == "image":
+        targets = list(alive_images.values())
+    else:
+        targets = alive_captions
+    if not targets:
+        return alive_images, alive_captions
+    with _step_errors(position, step):
+        if flt.text_only and step["target"] != "image":
+            survivors = _apply_text_only(state, position, step, flt, targets)
+        else:
+            survivors, dropped_images = _apply_each(state, position, step, flt, targets)
+    if step["target"] == "image":
+        if dropped_images:
+            for image_id in dropped_images:
+                alive_images.pop(image_id, None)
+            alive_captions = [it for it in alive_captions if it.image_id not in dropped_images]
+    else:
+        alive_captions = survivors
+    return alive_images, alive_captions
+
+
+@contextmanager
+def _step_errors(position: int, step: dict):
+    """One filter's bug must not lose the chunk: it fails with a reason that names the step."""
+    try:
+        yield
+    except PipelineError:
+        raise
+    except Exception as exc:
+        raise PipelineError(f"step {position + 1} ({step['filter']}) failed: {type(exc).__name__}: {exc}") from exc
+
+
+# A group of consecutive steps that each decide by the text alone is decided once per distinct text,
+# for every caption that still has its raw text (nothing noted on it yet): the whole group's outcome
+# for that text (the decision lines of each step it reached, whether it survived, its new text, what
+# transforms noted) is one entry, computed once per run and worker process, and each caption with that
+# text costs one dictionary lookup and one string join. Identical alt-texts are common on the web, and
+# a run's distinct texts come back in later chunks. Captions that earlier steps changed go step by step.
+#
+# An entry: (the decision lines after the item's own columns, one per step reached; survived; final
+# text; [(step, new text)] of transforms that kept it; removed spans; entity types; seeds or None;
+# plain: no text change, spans, types or seeds to pass on). Tuples of strings, which the garbage
+# collector stops tracking.
+
+def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
+    first = group[0][0]
+    run_id = state.run.pk
+    young, old = _DECISION_CACHE
+    found: dict[str, tuple | None] = {}
+    representatives: list[Item] = []
+    others: list[Item] = []
+    for item in targets:
+        text = item.text
+        if item.removed_spans or item.entity_types or text != item.raw_text:
+            others.append(item)
+            continue
+        if text in found:
+            continue
+        entry = None
+        if len(text) <= 2000:
+            key = (run_id, first, text)
+            entry = young.get(key)
+            if entry is None:
+                entry = old.get(key)
+                if entry is not None:
+                    _cache_put(key, entry)
+        found[text] = entry
+        if entry is None:
+            representatives.append(Item(caption_id=None, image_id=0, raw_text=text, text=text))
+    if representatives:
+        for rep, entry in zip(representatives, _group_entries(state, group, representatives)):
+            found[rep.raw_text] = entry
+            if len(rep.raw_text) <= 2000:
+                _cache_put((run_id, first, rep.raw_text), entry)
+    others_alive: set[int] = set()
+    if others:
+        stepwise = {id(it) for it in others}
+        _, alive = _run_steps(state, group, {}, others, memo=False)
+        others_alive = {id(it) for it in alive}
+    lines, transforms, seeds = state.lines, state.transforms, state.seeds
+    survivors = []
+    for item in targets:
+        if others and id(item) in stepwise:
+            if id(item) in others_alive:
+                survivors.append(item)
+            continue
+        entry = found[item.text]
+        prefix = f"{run_id}\t{item.image_id}\t{item.caption_id}\t"
+        lines.append(prefix + prefix.join(entry[0]))
+        if not entry[7]:
+            _, alive, text, changed, spans, types, found_seeds, _ = entry
+            if changed:
+                transforms.setdefault(item.caption_id, []).extend(changed)
+            if found_seeds:
+                seeds[item.caption_id] = found_seeds
+            if not alive:
+                continue
+            item.text = text
+            if spans:
+                item.removed_spans = list(spans)
+            if types:
+                item.entity_types = list(types)
+        elif not entry[1]:
+            continue
+        survivors.append(item)
+    return survivors
+
+
+def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> list[tuple]:
+    """Run the group's steps on one item per distinct text; the entry of each (see above)."""
+    count = len(representatives)
+    tails: list[list[str]] = [[] for _ in range(count)]
+    changed: list[list] = [[] for _ in range(count)]
+    found_seeds: list = [None] * count
+    alive = list(range(count))
+    for position, step, flt in group:
+        if not alive:
+            break
+        items = [representatives[k] for k in alive]
+        with _step_errors(position, step):
+            state.ensure_docs(items, flt, position)
+            results = flt.apply(items)
+        if len(results) != len(items):
+            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
+                                f"{len(items)} items")
+        is_seeds = step["filter"] == "caption_seeds"
+        still = []
+        for k, item, decision in zip(alive, items, results):
+            before = item.text
+            details = decision.details
+            if details.get("entity_types") is not None:
+                item.entity_types = list(details["entity_types"])
+            if decision.text is not None and decision.text != before:
+                item.text = decision.text
+                if decision.outcome != DROP:
+                    changed[k].append((position, decision.text))
+            if is_seeds and details.get("seeds"):
+                found_seeds[k] = details["seeds"]
+            tails[k].append(_decision_tail(position, step, decision, before, item.removed_spans))
+            if decision.outcome != DROP:
+                still.append(k)
+        alive = still
+    survived = set(alive)
+    entries = []
+    for k, rep in enumerate(representatives):
+        rep.doc = None
+        spans, types = tuple(rep.removed_spans), tuple(rep.entity_types)
+        plain = rep.text == rep.raw_text and not changed[k] and not spans and not types and not found_seeds[k]
+        entries.append((tuple(tails[k]), k in survived, rep.text, tuple(changed[k]), spans, types, found_seeds[k],
+                        plain))
+    return entries
 
 
 def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
@@ -492,18 +641,20 @@ def _decision_tail(position: int, step: dict, decision: Decision, before: str, r
 
 
 class _DecisionWriter:
-    """Writes a chunk's decision lines. ``direct``: COPY straight into the decisions table, a sub-batch
-    at a time, from a helper thread on this transaction's connection: PostgreSQL inserts a sub-batch
-    (and checks its foreign keys, made immediate for these rows) on its own core while this thread
-    computes the next one. ``pause`` waits for what was sent, so that the connection can run other
-    queries. Otherwise (a re-delivered chunk, or not PostgreSQL) everything is written at ``finish``
-    through ``write_decision_lines``, which skips decisions already there."""
+    """Writes a chunk's decision lines. ``direct``: one COPY into the decisions table stays open while
+    the per-item steps run, and each sub-batch's lines are sent as soon as they are made: sending does
+    not wait for PostgreSQL, which inserts them (and updates the indexes) on its own core while this
+    process computes the next sub-batch. ``pause`` ends the COPY (waiting for what was sent), so that
+    the connection can run other statements. Otherwise (a re-delivered chunk, or not PostgreSQL)
+    everything is written at ``finish`` through ``write_decision_lines``, which skips decisions
+    already there."""
 
     def __init__(self, direct: bool):
         self.direct = direct
         self.pending: list[str] = []
-        self._future = None
-        self._immediate: list[str] = []
+        self._cursor = None
+        self._copying = None  # the open COPY's context manager
+        self._copy = None
 
     def __enter__(self):
         return self
@@ -514,74 +665,44 @@ class _DecisionWriter:
             return
         if not lines:
             return
-        self.pause()
-        if not self._immediate:
-            self._immediate = _decision_foreign_keys()
-            if self._immediate:
-                with connection.cursor() as cursor:
-                    cursor.execute(f"SET CONSTRAINTS {', '.join(self._immediate)} IMMEDIATE")
-        connection.ensure_connection()
-        self._future = _writer_pool().submit(_copy_decisions, connection.connection, "".join(lines))
+        if self._copy is None:
+            connection.ensure_connection()
+            self._cursor = connection.connection.cursor()
+            self._copying = self._cursor.copy(_DECISION_COPY)
+            self._copy = self._copying.__enter__()
+        self._copy.write("".join(lines))
 
     def pause(self) -> None:
-        future, self._future = self._future, None
-        if future is not None:
-            future.result()
+        copying, cursor = self._copying, self._cursor
+        self._copying = self._copy = self._cursor = None
+        if copying is not None:
+            try:
+                copying.__exit__(None, None, None)
+            finally:
+                cursor.close()
 
     def finish(self, lines: list[str]) -> None:
         if self.direct:
             self.stream(lines)
             self.pause()
-            if self._immediate:
-                with connection.cursor() as cursor:
-                    cursor.execute(f"SET CONSTRAINTS {', '.join(self._immediate)} DEFERRED")
         else:
             write_decision_lines(self.pending + lines)
             self.pending = []
 
     def __exit__(self, exc_type, exc, tb):
-        if self._future is not None:  # an error: let the COPY end before the transaction rolls back
+        copying, cursor = self._copying, self._cursor
+        self._copying = self._copy = self._cursor = None
+        if copying is not None:  # an error: abort the COPY before the transaction rolls back
             try:
-                self.pause()
+                copying.__exit__(exc_type, exc, tb)
             except Exception:  # noqa: BLE001 - the original error is the one to report
                 pass
+            finally:
+                cursor.close()
         return False
 
 
 _DECISION_COPY = f"COPY curation_filterdecision ({', '.join(_DECISION_COLUMNS)}) FROM STDIN"
-_POOL: tuple[int, object] | None = None
-_FOREIGN_KEYS: list[str] | None = None
-
-
-def _writer_pool():
-    """One helper thread per process (made after a fork, never inherited)."""
-    global _POOL
-    import os
-
-    if _POOL is None or _POOL[0] != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-writer"))
-    return _POOL[1]
-
-
-def _copy_decisions(raw_connection, data: str) -> None:
-    """In the helper thread: COPY ``data`` on the (psycopg) connection the chunk's transaction is on. The
-    chunk's own thread does not use the connection until this returns (``_DecisionWriter.pause``)."""
-    with raw_connection.cursor() as cursor:
-        with cursor.copy(_DECISION_COPY) as copy:
-            copy.write(data)
-
-
-def _decision_foreign_keys() -> list[str]:
-    """The decisions table's deferrable foreign keys (Django makes them INITIALLY DEFERRED)."""
-    global _FOREIGN_KEYS
-    if _FOREIGN_KEYS is None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT quote_ident(conname) FROM pg_constraint WHERE conrelid = "
-                           "'curation_filterdecision'::regclass AND contype = 'f' AND condeferrable ORDER BY conname")
-            _FOREIGN_KEYS = [row[0] for row in cursor.fetchall()]
-    return _FOREIGN_KEYS
 
 
 def write_decisions(decisions: list[DecisionRow]) -> None:

@@ -200,6 +200,7 @@ class BoilerplateCrop(Filter):
                    "follows it (\"photo by ...\"). Texts left empty are dropped.")
     is_transform = True
     text_only = False  # the removed spans are per item (relative to each item's raw text)
+    text_determined = True  # ... but the same for every item whose text is its raw text
     per_item = True
     defaults = {
         "prefixes": ["stock photo", "stock image", "stock picture", "royalty free stock photo", "royalty free",

@@ -8,6 +8,7 @@ from curation.pipeline import executor
 from curation.services import run_create
 
 pytestmark = pytest.mark.django_db
+MEMOISABLE = executor._memoisable
 
 STEPS = ["boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
          "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity"]
@@ -25,10 +26,11 @@ TEXTS = [
 ]
 
 
-def _run(collection, sub_batch, chunk_images, monkeypatch):
+def _run(collection, sub_batch, chunk_images, monkeypatch, steps=STEPS, step_by_step=False):
     monkeypatch.setattr(executor, "SUB_BATCH_CAPTIONS", sub_batch)
     monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk_images)
-    pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=[{"filter": s} for s in STEPS])
+    monkeypatch.setattr(executor, "_memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
+    pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=[{"filter": s} for s in steps])
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
     for chunk in RunChunk.objects.filter(run=run).order_by("index"):
@@ -60,7 +62,7 @@ def collection():
 
 
 def test_streamed_sub_batches_write_the_decisions_of_the_plain_path(collection, monkeypatch):
-    plain = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch)
+    plain = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, step_by_step=True)
     executor._DECISION_CACHE[:] = [{}, {}]
     streamed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch)
     assert streamed.chunks_total == 3 and streamed.chunks_done == 3
@@ -71,6 +73,10 @@ def test_streamed_sub_batches_write_the_decisions_of_the_plain_path(collection, 
     assert {row["filter"]: row["dropped"] for row in streamed.funnel} == {row["filter"]: row["dropped"] for row in plain.funnel}
     tabbed = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", caption__text=TEXTS[8])
     assert tabbed.count() == 3 and {d.text_before for d in tabbed} == {TEXTS[8]}
+    # The crop's removed span is relative to the caption's raw text, on every copy of the caption.
+    cropped = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", reason="cropped")
+    assert cropped.count() == Caption.objects.filter(image__collection=collection, text=TEXTS[1]).count() > 1
+    assert all(d.details["removed_spans"] == [[0, len("Stock photo ")]] for d in cropped)
 
 
 def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothing(collection, monkeypatch):
@@ -102,3 +108,26 @@ def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothi
     assert not FilterDecision.objects.filter(run=failing).exists()
     first.refresh_from_db()
     assert first.status == RunChunk.Status.RUNNING
+
+
+# A transform that is not decided by the text alone (hypernymization) runs first: the captions it changed
+# reach the text-only group with a text that is no longer their raw text, and go through it step by
+# step; the others are decided once per distinct text. Both must write what the step-by-step path writes.
+MIXED = ["boilerplate_drop", "hypernymize", "boilerplate_crop", "caption_length", "pos_presence", "capitalisation"]
+
+
+def test_groups_decided_per_distinct_text_write_the_decisions_of_the_step_by_step_path(collection, monkeypatch):
+    executor._DECISION_CACHE[:] = [{}, {}]
+    stepwise = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, steps=MIXED,
+                    step_by_step=True)
+    executor._DECISION_CACHE[:] = [{}, {}]
+    grouped = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=MIXED)
+    expected, found = _decisions(stepwise), _decisions(grouped)
+    assert len(found) == len(expected) > 36 * 3
+    assert found == expected
+    assert [t for _, t in _children(grouped)] == [t for _, t in _children(stepwise)]
+    # Hypernymization changed the Tom Hanks caption before the group: it took the step-by-step road
+    # and its chain of children (hypernymized) is the same on both paths.
+    changed = FilterDecision.objects.filter(run=grouped, filter_name="hypernymize", caption__text=TEXTS[0]).first()
+    assert changed.text_after and changed.text_after != TEXTS[0]
+    assert "Tom Hanks" not in changed.text_after
