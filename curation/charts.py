@@ -157,11 +157,13 @@ def funnel_svg(rows: list[dict], links: list[str] | None = None) -> SafeString:
 # --- Score histograms ----------------------------------------------------------------------------
 
 
-def thresholds_of(params: dict) -> dict[str, float]:
-    """Every numeric parameter named min_* or max_*: the bounds a score is compared with."""
+def thresholds_of(params: dict, names=()) -> dict[str, float]:
+    """The bounds a score is compared with: the parameters ``names`` (a filter's ``score_thresholds``,
+    each named min_* or max_*) that are set to a number. Other numeric parameters (a character limit, how
+    many n-grams a decision lists) are not bounds on the score."""
     found = {}
     for name, value in (params or {}).items():
-        if (name.startswith("min_") or name.startswith("max_")) and isinstance(value, (int, float)) \
+        if name in names and (name.startswith("min_") or name.startswith("max_")) and isinstance(value, (int, float)) \
                 and not isinstance(value, bool) and math.isfinite(value):
             found[name] = float(value)
     return found

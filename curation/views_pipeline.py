@@ -655,10 +655,19 @@ def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) 
     }
 
 
+def _score_thresholds(filter_name: str) -> tuple[str, ...]:
+    from .pipeline import registry
+
+    try:
+        return registry.get(filter_name).score_thresholds
+    except KeyError:  # a filter no longer installed: its histogram has no thresholds to move
+        return ()
+
+
 def _histogram_context(run: FilterRun, step: int, query) -> dict:
     """The step's score histogram with its thresholds, and what other thresholds would change."""
     snapshot = _step_or_404(run, step)
-    current = charts.thresholds_of(snapshot.get("params") or {})
+    current = charts.thresholds_of(snapshot.get("params") or {}, _score_thresholds(snapshot["filter"]))
     proposed, errors = {}, {}
     for name, value in current.items():
         text = query.get(f"th_{name}")

@@ -32,6 +32,15 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def body_connection_closed(page):  # noqa: F811 - the fixture imported above
+    """Close the database connection the test's body opened before the browser stops: while
+    Playwright's loop runs, Django keeps it in an async-context slot that no later teardown sees, and
+    the test database could not be dropped at the end of the session."""
+    yield
+    connections.close_all()
+
+
 def picture(i: int, fmt: str) -> bytes:
     img = PILImage.new("RGB", (320, 240), (40 + 45 * i, 120, 210 - 35 * i))
     ImageDraw.Draw(img).rectangle((60 + 10 * i, 60, 260, 200), fill=(250, 210 - 30 * i, 80))

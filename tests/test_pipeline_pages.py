@@ -70,6 +70,7 @@ class WordCount(Filter):
     name, label = "test_pp_words", "Word count"
     description = "Keeps captions of min_words to max_words words. Score: the number of words."
     defaults = {"min_words": 3, "max_words": 8}
+    score_thresholds = ("min_words", "max_words")
 
     def apply(self, items):
         out = []
@@ -640,5 +641,15 @@ def test_thresholds_are_the_numeric_min_and_max_parameters():
     from curation import charts
 
     params = {"min_rho": 0.2, "max_rho": 5, "max_ratio": True, "min_label_score": None, "window": 3,
-              "max_compound": float("nan")}
-    assert charts.thresholds_of(params) == {"min_rho": 0.2, "max_rho": 5.0}
+              "max_compound": float("nan"), "max_details": 40, "max_chars": 2000}
+    names = ("min_rho", "max_rho", "max_ratio", "min_label_score", "max_compound")
+    assert charts.thresholds_of(params, names) == {"min_rho": 0.2, "max_rho": 5.0}
+    # Numeric parameters that are not bounds on the score (how many n-grams a decision lists, a
+    # character limit) are never drawn as thresholds nor counted in the what-if.
+    assert charts.thresholds_of(params) == {}
+    from curation.pipeline import registry
+
+    informativeness = registry.get("informativeness")
+    assert set(charts.thresholds_of(informativeness.defaults, informativeness.score_thresholds)) == {"min_rho", "max_rho"}
+    length = registry.get("caption_length")
+    assert set(charts.thresholds_of(length.defaults, length.score_thresholds)) == {"min_tokens", "max_tokens"}

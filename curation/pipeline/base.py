@@ -73,6 +73,9 @@ class Filter:
     # text is still its raw text (a transform whose removed spans are relative to the raw text): the
     # executor may then decide such items once per distinct text as well.
     text_determined: ClassVar[bool] = False
+    # The parameters the score is compared with (min_* keeps scores at or above, max_* at or below):
+    # the review page draws them on the score's histogram and lets a curator try other values.
+    score_thresholds: ClassVar[tuple[str, ...]] = ()
     # Each item's decision depends on that item alone (not on the other items of the batch), and
     # ``apply`` uses no database: the executor may then split a chunk into smaller batches and
     # stream their decisions to the database while it computes the next batch.

@@ -696,7 +696,11 @@ class Hypernymize(Filter):
         if lost_roots or not rw.content_words:
             why = f"lost its root {lost_roots[0]!r}" if lost_roots else "only hypernyms and function words are left"
             return Decision(DROP, "inconsistent", rw.words, {**details, "why": why}, new_text)
-        return Decision(KEEP, "hypernymized" if content_changed else "unchanged", rw.words, details, new_text)
+        if content_changed:
+            reason = "hypernymized"
+        else:  # only the case or the spacing changed (the paper lower-cases), or nothing did
+            reason = ("lower_cased" if steps == ["lower-cased"] else "tidied") if new_text is not None else "unchanged"
+        return Decision(KEEP, reason, rw.words, details, new_text)
 
 
 @register

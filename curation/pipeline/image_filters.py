@@ -149,6 +149,7 @@ class ImageSize(Filter):
     description = "Keeps images whose width and height are both greater than min_side pixels (400 in the paper)."
     target = "image"
     defaults = {"min_side": 400}
+    score_thresholds = ("min_side",)
 
     def __init__(self, params=None, state=None):
         super().__init__(params, state)
@@ -172,6 +173,7 @@ class AspectRatio(Filter):
     description = "Keeps images whose longer side is at most max_ratio times the shorter (2 in the paper). Score: the ratio."
     target = "image"
     defaults = {"max_ratio": 2.0}
+    score_thresholds = ("max_ratio",)
 
     def __init__(self, params=None, state=None):
         super().__init__(params, state)

@@ -410,6 +410,7 @@ class Informativeness(Filter):
         "unseen_count": 1.0,  # an n-gram the fitted corpus never saw counts as this many occurrences
         "max_details": 40,  # n-grams listed per decision
     }
+    score_thresholds = ("min_rho", "max_rho")
 
     def __init__(self, params=None, state=None):
         super().__init__(params, state)

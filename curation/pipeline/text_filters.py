@@ -331,6 +331,7 @@ class LanguageFilter(TextFilter):
         "fast_english_stopword_share": 0.2,
         "fast_english_common_share": 0.9,
     }
+    score_thresholds = ("min_relative_confidence",)
 
     def __init__(self, params: dict | None = None, state=None):
         super().__init__(params, state)
@@ -440,6 +441,7 @@ class NounRatio(TextFilter):
     # example as nouns), while title-like keyword strings ("Boston Red Sox Baseball Cap For Sale",
     # "DH89 Dragon Rapide ZK-AHS, MOTAT, Auckland") measure 0.83-1.0.
     defaults = {"max_ratio": 0.8, "proper_nouns_are_nouns": True}
+    score_thresholds = ("max_ratio",)
 
     def decide(self, item):
         unparsed = _no_parse(item)
@@ -466,6 +468,7 @@ class UniqueWordRatio(TextFilter):
     # 0.5: ordinary sentences with repeated function words ("A view of the city of London from the top of
     # the tower") stay above 0.65; keyword spam ("sale sale cheap sale") falls below.
     defaults = {"min_ratio": 0.5}
+    score_thresholds = ("min_ratio",)
 
     def decide(self, item):
         words = [w.lower() for w in _words(item.text)]
@@ -494,6 +497,7 @@ class TokenRepetition(TextFilter):
     # rate = 1 - distinct/total over content words. "A dog chases another dog" is 0.33 and stays;
     # "Red dress, red shoes: dress shoes" is 0.5 and goes.
     defaults = {"max_repeats": 2, "max_rate": 0.4}
+    score_thresholds = ("max_rate",)
 
     def prepare(self):
         self.stop = _stop_words()
@@ -527,6 +531,7 @@ class Capitalisation(TextFilter):
     # performs at the 2017 Pilgrimage Music & Cultural Festival ..." is 0.67; "Actor Tom Hanks arrives at
     # the Academy Awards in Los Angeles" 0.73), while title-case strings measure 0.85-1.0.
     defaults = {"require_first_capitalised": True, "max_capitalised_ratio": 0.8}
+    score_thresholds = ("max_capitalised_ratio",)
 
     def decide(self, item):
         words = _words(item.text)
@@ -663,6 +668,7 @@ class Polarity(TextFilter):
     # strong words or intensifiers ("A beautiful smiling happy bride with lovely flowers" 0.94), which is
     # promotion or emotion rather than description.
     defaults = {"min_compound": -0.8, "max_compound": 0.8, "max_chars": 2000}  # VADER is quadratic: read a prefix
+    score_thresholds = ("min_compound", "max_compound")
 
     def prepare(self):
         self.analyser = _vader()
@@ -774,6 +780,7 @@ class CaptionLength(TextFilter):
     # caption, a data: URI) before counting words; at 5000 it leaves room for museum descriptions, whose
     # preset raises max_tokens.
     defaults = {"min_tokens": 3, "max_tokens": 50, "max_chars": 5000}
+    score_thresholds = ("min_tokens", "max_tokens")
 
     def decide(self, item):
         if len(item.text) > self.params["max_chars"]:

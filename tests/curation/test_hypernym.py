@@ -192,7 +192,7 @@ def test_a_caption_of_nothing_but_names_is_dropped_as_inconsistent():
 
 def test_a_caption_without_names_is_unchanged_apart_from_lower_case():
     _, decision = one("A dog runs on the beach.")
-    assert (decision.outcome, decision.reason, decision.text) == (KEEP, "unchanged", "a dog runs on the beach.")
+    assert (decision.outcome, decision.reason, decision.text) == (KEEP, "lower_cased", "a dog runs on the beach.")
     _, same = one("a dog runs on the beach.")
     assert (same.reason, same.text) == ("unchanged", None)  # nothing new to save
     _, cased = one("A dog runs on the beach.", lowercase=False)
