@@ -131,3 +131,18 @@ def test_groups_decided_per_distinct_text_write_the_decisions_of_the_step_by_ste
     changed = FilterDecision.objects.filter(run=grouped, filter_name="hypernymize", caption__text=TEXTS[0]).first()
     assert changed.text_after and changed.text_after != TEXTS[0]
     assert "Tom Hanks" not in changed.text_after
+
+
+def test_deleting_a_caption_an_image_or_a_collection_deletes_their_decisions(collection, monkeypatch):
+    """The decisions table has no foreign-key triggers (see FilterDecision): Django's collector cascades."""
+    run = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch)
+    caption = Caption.objects.filter(image__collection=collection, text=TEXTS[0]).first()
+    assert FilterDecision.objects.filter(caption=caption).exists()
+    caption.delete()
+    assert not FilterDecision.objects.filter(caption_id=caption.pk).exists()
+    image = Image.objects.filter(collection=collection).first()
+    assert FilterDecision.objects.filter(image=image).exists()
+    image.delete()
+    assert not FilterDecision.objects.filter(image_id=image.pk).exists()
+    collection.delete()
+    assert not FilterDecision.objects.filter(run_id=run.pk).exists()
