@@ -451,7 +451,7 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
         items = [representatives[k] for k in alive]
         with _step_errors(position, step):
             state.ensure_docs(items, flt, position)
-            results = flt.apply(items)
+            results = flt.apply_distinct(items) if hasattr(flt, "apply_distinct") else flt.apply(items)
         if len(results) != len(items):
             raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
                                 f"{len(items)} items")

@@ -88,6 +88,13 @@ class TextFilter(Filter):
     def decide(self, item: Item) -> Decision:
         raise NotImplementedError
 
+    def apply_distinct(self, items: list[Item]) -> list[Decision]:
+        """``apply`` for items whose texts are (mostly) distinct, as the executor hands them over: no
+        bookkeeping of repeats (a repeated text is decided again, identically)."""
+        self.prepare()
+        decide = self.decide
+        return [decide(item) if item.text and not item.text.isspace() else drop("empty") for item in items]
+
     def apply(self, items: list[Item]) -> list[Decision]:
         self.prepare()
         seen: dict[str, Decision] = {}
@@ -557,6 +564,7 @@ def _zipf(word: str, language: str) -> float:
     return zipf_frequency(word, language)
 
 
+@lru_cache(maxsize=200_000)
 @lru_cache(maxsize=200_000)
 def _word_shape(word: str) -> tuple[bool, str, bool]:
     """(has a letter, lower-cased, has a digit)."""

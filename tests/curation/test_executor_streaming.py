@@ -96,8 +96,8 @@ def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothi
             raise RuntimeError("boom in the second sub-batch")
         return original(self, items)
 
-    original = ProfanityFilter.apply
-    monkeypatch.setattr(ProfanityFilter, "apply", boom)
+    original = ProfanityFilter.apply_distinct  # what the executor calls with one item per distinct text
+    monkeypatch.setattr(ProfanityFilter, "apply_distinct", boom)
     executor._DECISION_CACHE[:] = [{}, {}]
     pipeline = Pipeline.objects.create(name="failing", steps=[{"filter": s} for s in STEPS])
     failing = run_create(collection=collection, pipeline=pipeline, enqueue=False)
