@@ -377,7 +377,6 @@ def _step_errors(position: int, step: dict):
 def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     first = group[0][0]
     run_id = state.run.pk
-    young, old = _DECISION_CACHE
     found: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     others: list[Item] = []
@@ -388,22 +387,15 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
             continue
         if text in found:
             continue
-        entry = None
-        if len(text) <= 2000:
-            key = (run_id, first, text)
-            entry = young.get(key)
-            if entry is None:
-                entry = old.get(key)
-                if entry is not None:
-                    _cache_put(key, entry)
+        entry = _cache_get((run_id, first, text, "group")) if len(text) <= CACHE_MAX_CHARS else None
         found[text] = entry
         if entry is None:
             representatives.append(Item(caption_id=None, image_id=0, raw_text=text, text=text))
     if representatives:
         for rep, entry in zip(representatives, _group_entries(state, group, representatives)):
             found[rep.raw_text] = entry
-            if len(rep.raw_text) <= 2000:
-                _cache_put((run_id, first, rep.raw_text), entry)
+            if len(rep.raw_text) <= CACHE_MAX_CHARS:
+                _cache_put((run_id, first, rep.raw_text, "group"), entry)
     others_alive: set[int] = set()
     if others:
         stepwise = {id(it) for it in others}
@@ -512,17 +504,30 @@ def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targ
     return survivors, dropped_images
 
 
-# Decisions of text-only steps by (run, step, text), per worker process: a text seen in an earlier
+# Decisions of text-only steps by (run, step, text), and of groups of them by (run, first step, text,
+# "group"), per worker process: a text seen in an earlier
 # chunk of the same run gets the same decision without parsing it or asking the filter again.
 # Two generations of at most DECISION_CACHE_SIZE / 2 entries each: a full young generation becomes
 # the old one (entries found there move back to the young one), the old one is dropped.
 DECISION_CACHE_SIZE = 200_000
+CACHE_MAX_CHARS = 2000  # longer texts are decided every time (rare; they would bloat the cache)
 _DECISION_CACHE: list[dict] = [{}, {}]  # [young, old]: (run, step, text) -> entry
 
 
 # An entry: (outcome, new text of a transform or None, the decision's COPY line after the item's own
 # columns, the removed spans and entity types the filter noted on the item, seeds or None, and whether
 # it is plain: none of those to pass on). Plain tuples of strings: the garbage collector stops tracking them.
+
+
+def _cache_get(key):
+    """The entry for ``key``, or None; an entry found in the old generation moves to the young one."""
+    young, old = _DECISION_CACHE
+    found = young.get(key)
+    if found is None:
+        found = old.get(key)
+        if found is not None:
+            _cache_put(key, found)
+    return found
 
 
 def _cache_put(key, value) -> None:
@@ -537,21 +542,13 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
     """``flt.apply`` once per distinct text not decided before (identical alt-texts are common on the
     web); what it noted on an item is shared too. Returns the survivors."""
     run_id = state.run.pk
-    young, old = _DECISION_CACHE
     decided: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     for item in targets:
         text = item.text
         if text in decided:
             continue
-        found = None
-        if len(text) <= 2000:
-            key = (run_id, position, text)
-            found = young.get(key)
-            if found is None:
-                found = old.get(key)
-                if found is not None:
-                    _cache_put(key, found)
+        found = _cache_get((run_id, position, text)) if len(text) <= CACHE_MAX_CHARS else None
         decided[text] = found
         if found is None:
             representatives.append(item)
@@ -573,7 +570,7 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
                      decision.text is None and not spans and not types and not seeds)
             text = rep.text
             decided[text] = entry
-            if len(text) <= 2000:
+            if len(text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, text), entry)
     prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
     survivors = []
