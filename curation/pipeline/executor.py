@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import numbers
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import NamedTuple
 
+import orjson
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import F, Max, Q, Value
@@ -228,8 +230,13 @@ class _ChunkState:
             it.doc = docs[it.text]
 
 
-def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
-    """Run the chunk-level steps over some images and their captions; returns the items processed."""
+def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False) -> int:
+    """Run the chunk-level steps over some images and their captions; returns the items processed.
+    ``first_attempt``: the caller knows that no attempt at these images has committed before (a chunk's
+    decisions commit together with its being done, and a done chunk is never claimed again), so the
+    decisions go straight into the table without asking the database whether some are there already
+    (with the image ids from every earlier run of the collection in the index, that lookup costs more
+    than the chunk's own queries)."""
     filters = instantiate(run)
     images, captions = load_items(image_ids)
     state = _ChunkState(run, filters)
@@ -244,8 +251,7 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
             segments.append((per_item, [entry]))
     # Straight into the table when this run has no decision for these images yet (the first
     # attempt of a chunk); otherwise (a re-delivered chunk) through ON CONFLICT DO NOTHING.
-    direct = (connection.vendor == "postgresql"
-              and not FilterDecision.objects.filter(run=run, image_id__in=image_ids).exists())
+    direct = connection.vendor == "postgresql" and (first_attempt or not _has_decisions(run, image_ids))
     alive_images = dict(images)
     alive_captions = list(captions)
     with transaction.atomic(), _DecisionWriter(direct) as writer:
@@ -273,6 +279,15 @@ def process_chunk(run: FilterRun, image_ids: list[int]) -> int:
             for caption_id, found in state.seeds.items():
                 save_seeds(run, caption_id, found)
     return len(images) + len(captions)
+
+
+def _has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
+    """Whether the run has a decision about any of these images (PostgreSQL: the ids as one array
+    parameter; an IN list of thousands of placeholders costs more to build than the lookup)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {FilterDecision._meta.db_table} "
+                       "WHERE run_id = %s AND image_id = ANY(%s::bigint[]))", [run.pk, list(image_ids)])
+        return cursor.fetchone()[0]
 
 
 def _sub_batches(images: dict[int, Item], captions: list[Item]):
@@ -601,7 +616,29 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
 _DECISION_COLUMNS = ("run_id", "image_id", "caption_id", "step", "filter_name", "outcome", "score", "reason",
                      "details", "text_before", "text_after", "override")
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-_json = json.JSONEncoder(separators=(",", ":"), default=str).encode
+_stdlib_json = json.JSONEncoder(separators=(",", ":"), default=str).encode
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _json_default(value):
+    """What orjson does not encode itself: number subclasses as numbers, anything else as its text."""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return str(value)
+
+
+def _json(details) -> str:
+    """A decision's details as compact JSON text (orjson: a decision costs a tenth of the standard
+    encoder's time). Non-finite numbers become null (jsonb has no NaN); integers beyond 64 bits, which
+    orjson refuses, go through the standard encoder."""
+    try:
+        return orjson.dumps(details, default=_json_default, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        return _stdlib_json(details)
 
 
 def _copy_text(value: str) -> str:
@@ -648,7 +685,7 @@ def _decision_tail(position: int, step: dict, decision: Decision, before: str, r
         if len(_REASONS) < 10_000:
             _REASONS[reason] = escaped
     if details:
-        details = _json(details)  # ASCII, control characters escaped: only backslashes need doubling
+        details = _json(details)  # control characters escaped: only backslashes need doubling
         if "\\" in details:
             details = details.replace("\\", "\\\\")
     else:
@@ -1029,7 +1066,7 @@ def run_chunk(run_id: int, index: int) -> str:
         return chunk.status
     started = time.perf_counter()
     with transaction.atomic():  # the decisions and the chunk's being done commit together
-        processed = process_chunk(chunk.run, chunk.item_ids)
+        processed = process_chunk(chunk.run, chunk.item_ids, first_attempt=chunk.attempts == 1)
         seconds = time.perf_counter() - started
         done = RunChunk.objects.filter(pk=chunk.pk, status=RunChunk.Status.RUNNING).update(
             status=RunChunk.Status.DONE, seconds=seconds, error="")

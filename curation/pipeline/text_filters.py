@@ -146,6 +146,11 @@ def _patterns(phrases) -> tuple[list[str], list[str], tuple[str, ...]]:
     return plain, wild, tuple(sorted(keys))
 
 
+def _keys_regex(keys: tuple[str, ...]):
+    """One regex that finds any of the keywords in lower-cased text (one scan instead of one per keyword)."""
+    return re.compile("|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))) if keys else None
+
+
 @lru_cache(maxsize=32)
 def _crop_patterns(prefixes: tuple, suffixes: tuple):
     flags = re.IGNORECASE
@@ -160,7 +165,7 @@ def _crop_patterns(prefixes: tuple, suffixes: tuple):
     # crops, "Children pose for a photo by the lake" does not.
     wild = (re.compile(f"(?P<lead>[{SEP}]*)(?:{'|'.join(suf_wild)})[^\\n]{{0,{WILDCARD_CHARS}}}$", flags)
             if suf_wild else None)
-    return prefix, suffix, wild, pre_keys, suf_keys
+    return prefix, suffix, wild, _keys_regex(pre_keys), _keys_regex(suf_keys)
 
 
 def _crop_bounds(text: str, patterns) -> tuple[int, int]:
@@ -169,14 +174,12 @@ def _crop_bounds(text: str, patterns) -> tuple[int, int]:
     a, b = 0, len(text)
     for _ in range(10):  # "Stock Photo - Royalty Free: ..." needs two rounds
         start = (a, b)
-        head = text[a:min(b, a + WINDOW)].lower()
-        if prefix is not None and any(k in head for k in pre_keys):
+        if prefix is not None and pre_keys.search(text[a:min(b, a + WINDOW)].lower()):
             m = prefix.match(text, a, min(b, a + WINDOW))
             if m and m.end() > a:
                 a = m.end()
         window = max(a, b - WINDOW)
-        tail = text[window:b].lower()
-        if not any(k in tail for k in suf_keys):
+        if suf_keys is None or not suf_keys.search(text[window:b].lower()):
             if (a, b) == start:
                 break
             continue
@@ -257,10 +260,10 @@ def _drop_patterns(patterns: tuple):
     plain, wild, keys = _patterns(patterns)
     alts = "|".join(plain + wild)
     if not alts:
-        return None, None, ()
+        return None, None, None
     start = re.compile(f"[{SEP}\"'“”‘’]*(?P<p>{alts})", re.IGNORECASE)
     end = re.compile(f"(?P<p>{alts})[{SEP}\"'“”‘’]*$", re.IGNORECASE)
-    return start, end, keys
+    return start, end, _keys_regex(keys)
 
 
 @register
@@ -280,14 +283,15 @@ class BoilerplateDrop(TextFilter):
 
     def decide(self, item):
         text = item.text
+        if self.keys is None:
+            return keep()
         head = text[:WINDOW].lower()
-        if self.start is not None and any(k in head for k in self.keys):
+        if self.keys.search(head):
             m = self.start.match(text, 0, WINDOW)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="start")
         tail = max(0, len(text) - WINDOW)
-        lowered_tail = head if tail == 0 else text[tail:].lower()
-        if self.end is not None and any(k in lowered_tail for k in self.keys):
+        if self.keys.search(head if tail == 0 else text[tail:].lower()):
             m = self.end.search(text, tail)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="end")
@@ -366,8 +370,8 @@ class LanguageFilter(TextFilter):
         text = item.text[: self.params["max_chars"]]
         if not LETTER_RE.search(text):
             return drop("no_letters")
-        sample = self._sample(text)
-        if self._surely_english(sample):
+        sample, tokens = self._sample_tokens(text)
+        if self._surely_english(sample, tokens):
             return keep(score=1.0, language="en", method="vocabulary")
         values = self.detector.compute_language_confidence_values(sample)
         if not values or values[0].value <= 0:
@@ -380,34 +384,56 @@ class LanguageFilter(TextFilter):
             return drop("wrong_language", score=relative, **details)
         return keep(score=relative, **details)
 
-    def _surely_english(self, sample: str) -> bool:
+    def _surely_english(self, sample: str, tokens: list[str] | None = None) -> bool:
+        """``tokens``: the sample's whitespace-separated tokens, when the caller has them."""
         if "en" not in self.accepted or not self.params["fast_english_stopword_share"] or not sample.isascii():
             return False
         # (stop word, common word) for each alphabetic word (lower-cased, punctuation stripped); the
         # shares are those of informativeness.english_stopword_share and common_english_share.
-        flags = [f for f in map(_english_word, sample.split()) if f is not None]
-        if len(flags) < self.params["min_lowercase_words"]:
+        memo = _ENGLISH_WORDS
+        words = stops = commons = 0
+        for token in sample.split() if tokens is None else tokens:
+            flags = memo.get(token, _UNSEEN)
+            if flags is _UNSEEN:
+                flags = _english_word(token)
+            if flags is not None:
+                words += 1
+                stops += flags[0]
+                commons += flags[1]
+        if not words or words < self.params["min_lowercase_words"]:
             return False
-        return (sum(stop for stop, _ in flags) / len(flags) >= self.params["fast_english_stopword_share"]
-                and sum(common for _, common in flags) / len(flags) >= self.params["fast_english_common_share"])
+        return (stops / words >= self.params["fast_english_stopword_share"]
+                and commons / words >= self.params["fast_english_common_share"])
 
     def _sample(self, text: str) -> str:
+        return self._sample_tokens(text)[0]
+
+    def _sample_tokens(self, text: str) -> tuple[str, list[str] | None]:
+        """The text detection reads, and its whitespace-separated tokens when they are known already."""
         lower = [w for w in _words(text)[1:] if not w[0].isupper()]
         if sum(1 for w in lower if _word_shape(w)[0]) >= self.params["min_lowercase_words"]:
-            return " ".join(lower)
-        return text
+            return " ".join(lower), lower  # words hold no whitespace: these are the sample's tokens
+        return text, None
 
 
-@lru_cache(maxsize=200_000)
-def _english_word(token: str) -> tuple[bool, bool] | None:
+_ENGLISH_WORDS: dict[str, tuple[int, int] | None] = {}
+_UNSEEN = object()
+
+
+def _english_word(token: str) -> tuple[int, int] | None:
     """For a whitespace-separated token: None unless it is alphabetic once lower-cased and stripped of
-    punctuation, else (an English stop word, one of the 25,000 most common English words)."""
+    punctuation, else (1 if an English stop word, 1 if one of the 25,000 most common English words).
+    Remembered per token (``_ENGLISH_WORDS``)."""
     from .informativeness import STOP_WORDS, _common_english_words
 
     word = token.lower().strip(".,;:!?'\"()")
-    if not (word and word.isalpha()):
-        return None
-    return word in STOP_WORDS, word in _common_english_words()
+    flags = None
+    if word and word.isalpha():
+        flags = (int(word in STOP_WORDS), int(word in _common_english_words()))
+    if len(_ENGLISH_WORDS) >= 200_000:
+        _ENGLISH_WORDS.clear()
+    _ENGLISH_WORDS[token] = flags
+    return flags
 
 
 # --- Part of speech -------------------------------------------------------------------------------
@@ -495,6 +521,18 @@ def _stop_words() -> frozenset[str]:
     return frozenset(STOP_WORDS)
 
 
+_CONTENT_WORDS: dict[str, str | None] = {}  # word -> its lower-cased form when a content word, else None
+
+
+def _content_word(word: str, stop: frozenset[str]) -> str | None:
+    lowered = word.lower()
+    content = lowered if lowered not in stop and LETTER_RE.search(lowered) else None
+    if len(_CONTENT_WORDS) >= 200_000:
+        _CONTENT_WORDS.clear()
+    _CONTENT_WORDS[word] = content
+    return content
+
+
 @register
 class TokenRepetition(TextFilter):
     name = "token_repetition"
@@ -514,10 +552,13 @@ class TokenRepetition(TextFilter):
         if not words:
             return drop("no_words")
         counts: dict[str, int] = {}
+        memo = _CONTENT_WORDS
         for word in words:
-            word = word.lower()
-            if word not in self.stop and LETTER_RE.search(word):
-                counts[word] = counts.get(word, 0) + 1
+            content = memo.get(word, _UNSEEN)
+            if content is _UNSEEN:
+                content = _content_word(word, self.stop)
+            if content is not None:
+                counts[content] = counts.get(content, 0) + 1
         total = sum(counts.values())
         rate = round(1 - len(counts) / total, 4) if total else 0.0
         token, most = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
@@ -526,6 +567,18 @@ class TokenRepetition(TextFilter):
         if rate > self.params["max_rate"]:
             return drop("high_repetition", score=rate, token=token[:100], count=most)
         return keep(score=rate)
+
+
+_NOT_LETTERED, _LOWER, _CAPITALISED = 1, 2, 3
+_CASES: dict[str, int] = {}  # word -> whether it starts with a letter, and a capital one
+
+
+def _case(word: str) -> int:
+    case = (_CAPITALISED if word[0].isupper() else _LOWER) if LETTER_RE.match(word) else _NOT_LETTERED
+    if len(_CASES) >= 200_000:
+        _CASES.clear()
+    _CASES[word] = case
+    return case
 
 
 @register
@@ -544,14 +597,16 @@ class Capitalisation(TextFilter):
         words = _words(item.text)
         if not words:
             return drop("no_words")
-        lettered = [w for w in words if LETTER_RE.match(w)]
-        capitalised = sum(w[0].isupper() for w in lettered)
-        ratio = round(capitalised / len(lettered), 4) if lettered else 0.0
+        get = _CASES.get
+        cases = [get(w) or _case(w) for w in words]
+        capitalised = cases.count(_CAPITALISED)
+        lettered = capitalised + cases.count(_LOWER)
+        ratio = round(capitalised / lettered, 4) if lettered else 0.0
         first = words[0]
-        if self.params["require_first_capitalised"] and LETTER_RE.match(first) and not first[0].isupper():
+        if self.params["require_first_capitalised"] and cases[0] == _LOWER:
             return drop("first_not_capitalised", score=ratio, first_word=first[:100])
         if ratio > self.params["max_capitalised_ratio"]:
-            return drop("too_many_capitalised", score=ratio, capitalised=capitalised, words=len(lettered))
+            return drop("too_many_capitalised", score=ratio, capitalised=capitalised, words=lettered)
         return keep(score=ratio)
 
 
@@ -582,6 +637,9 @@ def _name_text(text: str) -> bool:
     return text[:1].isupper() and all(c.isalpha() or c in "'’.-" for c in text)
 
 
+_KNOWN_WORDS: dict[tuple, dict] = {}  # (language, min_zipf, min_zipf_with_digits) -> {word: _look_up(word)}
+
+
 @register
 class UnknownTokens(TextFilter):
     name = "unknown_tokens"
@@ -606,8 +664,26 @@ class UnknownTokens(TextFilter):
         "ignore_proper_nouns": True,
     }
 
+    def prepare(self):
+        key = (self.params["language"], self.params["min_zipf"], self.params["min_zipf_with_digits"])
+        self.known = _KNOWN_WORDS.setdefault(key, {})
+
     def warm(self):
+        self.prepare()
         _zipf("the", self.params["language"])  # loads wordfreq's list
+
+    def _look_up(self, word: str):
+        """None for a word without a letter, else (Zipf frequency, below its threshold, lower-cased);
+        remembered per word for these parameters."""
+        lettered, lowered, digits = _word_shape(word)
+        found = None
+        if lettered:
+            z = _zipf(lowered, self.params["language"])
+            found = (z, z < (self.params["min_zipf_with_digits"] if digits else self.params["min_zipf"]), lowered)
+        if len(self.known) >= 200_000:
+            self.known.clear()
+        self.known[word] = found
+        return found
 
     def decide(self, item):
         text = item.text
@@ -619,21 +695,24 @@ class UnknownTokens(TextFilter):
                 words = texts
         else:  # unparsed (too long to parse): every word is checked
             words = _words(text)
-        unknown = list(dict.fromkeys(m.group() for m in HASHTAG_RE.finditer(text)))[:MAX_LISTED]
+        if "#" in text or "@" in text:
+            unknown = list(dict.fromkeys(m.group() for m in HASHTAG_RE.finditer(text)))[:MAX_LISTED]
+        else:
+            unknown = []
         tagged = {u[1:].lower() for u in unknown}  # "#instagood" is listed once, not again as "instagood"
-        language = self.params["language"]
         rarest, rarest_word, checked = None, "", 0
-        min_zipf, min_zipf_digits = self.params["min_zipf"], self.params["min_zipf_with_digits"]
+        memo = self.known
         for word in words:
             if len(unknown) >= MAX_LISTED:
                 break  # enough to decide and to show; a 1 MB text of unknown words stops here
-            lettered, lowered, digits = _word_shape(word)
-            if not lettered:
+            found = memo.get(word, _UNSEEN)
+            if found is _UNSEEN:
+                found = self._look_up(word)
+            if found is None:  # no letter
                 continue
             checked += 1
-            z = _zipf(lowered, language)
-            threshold = min_zipf_digits if digits else min_zipf
-            if z < threshold and word not in unknown and lowered not in tagged:
+            z, below, lowered = found
+            if below and word not in unknown and lowered not in tagged:
                 unknown.append(word)
             if rarest is None or z < rarest:
                 rarest, rarest_word = z, word
@@ -653,6 +732,9 @@ def _vader():
     return SentimentIntensityAnalyzer()
 
 
+_VADER_WORDS: dict[str, bool] = {}  # whitespace-separated token -> in VADER's lexicon once stripped
+
+
 def _vader_neutral(analyser, text: str) -> bool:
     """True when VADER's compound is surely 0.0: no emoji to translate (plain ASCII) and none of the words
     as VADER splits and strips them is in its lexicon. Every sentiment is then 0 (boosters, negations,
@@ -660,10 +742,19 @@ def _vader_neutral(analyser, text: str) -> bool:
     descriptive captions have no sentiment word; VADER itself costs several times this check."""
     if not text.isascii():
         return False
-    from vaderSentiment.vaderSentiment import SentiText
+    memo = _VADER_WORDS
+    for word in text.split():
+        hit = memo.get(word)
+        if hit is None:
+            from vaderSentiment.vaderSentiment import SentiText
 
-    lexicon, strip = analyser.lexicon, SentiText._strip_punc_if_word
-    return not any(strip(word).lower() in lexicon for word in text.split())
+            hit = SentiText._strip_punc_if_word(word).lower() in analyser.lexicon
+            if len(memo) >= 200_000:
+                memo.clear()
+            memo[word] = hit
+        if hit:
+            return False
+    return True
 
 
 @register
@@ -719,30 +810,38 @@ class _ProfanityIndex:
         self.phrases = re.compile(r"(?<!\S)(?:" + "|".join(phrases) + r")(?!\S)") if phrases else None
         self.memo: dict[str, tuple[bool, bool]] = {}
 
-    def _lookup(self, token: str) -> tuple[bool, bool]:
-        """(the token is a listed word, the token can begin a listed phrase)."""
-        hit = self.memo.get(token)
-        if hit is None:
+    def _lookup(self, token: str) -> int:
+        """HIT when the token is a listed word, plus FIRST when it can begin a listed phrase."""
+        code = self.memo.get(token)
+        if code is None:
             regex = self.by_length.get(len(token))
             first = self.first_by_length.get(len(token))
-            hit = (bool(regex and regex.fullmatch(token)), bool(first and first.fullmatch(token)))
+            code = (_HIT if regex and regex.fullmatch(token) else 0) | (_FIRST if first and first.fullmatch(token) else 0)
             if len(self.memo) > 100_000:
                 self.memo.clear()
-            self.memo[token] = hit
-        return hit
+            self.memo[token] = code
+        return code
 
     def _profane(self, token: str) -> bool:
-        return self._lookup(token)[0]
+        return bool(self._lookup(token) & _HIT)
 
     def find(self, text: str) -> list[str]:
         tokens = PROFANITY_TOKEN_RE.findall(text.lower())
-        looked = [self._lookup(t) for t in tokens]
-        found = list(dict.fromkeys(t for t, (hit, _) in zip(tokens, looked) if hit))
+        get, lookup = self.memo.get, self._lookup
+        codes = [get(t) for t in tokens]
+        if None in codes:
+            codes = [lookup(t) for t in tokens]
+        if not any(codes):  # most captions: no listed word and no phrase can start
+            return []
+        found = list(dict.fromkeys(t for t, code in zip(tokens, codes) if code & _HIT))
         # A phrase's first part matches a whole token (tokens are joined by single spaces and a part
         # cannot match one): without such a token no phrase can match, and the search is skipped.
-        if self.phrases is not None and len(tokens) > 1 and any(first for _, first in looked):
+        if self.phrases is not None and len(tokens) > 1 and any(code & _FIRST for code in codes):
             found += [m.group() for m in self.phrases.finditer(" ".join(tokens))]
         return found[:MAX_LISTED]
+
+
+_HIT, _FIRST = 1, 2
 
 
 @lru_cache(maxsize=8)
