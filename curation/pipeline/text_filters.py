@@ -147,8 +147,14 @@ def _patterns(phrases) -> tuple[list[str], list[str], tuple[str, ...]]:
 
 
 def _keys_regex(keys: tuple[str, ...]):
-    """One regex that finds any of the keywords in lower-cased text (one scan instead of one per keyword)."""
-    return re.compile("|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))) if keys else None
+    """One regex that finds any of the keywords in lower-cased text (one scan instead of one per keyword),
+    grouped by first character (the regex engine then tries one branch per position, not every keyword)."""
+    if not keys:
+        return None
+    by_first: dict[str, list[str]] = {}
+    for key in sorted(set(keys), key=len, reverse=True):
+        by_first.setdefault(key[0], []).append(re.escape(key[1:]))
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
 
 
 @lru_cache(maxsize=32)
@@ -165,13 +171,15 @@ def _crop_patterns(prefixes: tuple, suffixes: tuple):
     # crops, "Children pose for a photo by the lake" does not.
     wild = (re.compile(f"(?P<lead>[{SEP}]*)(?:{'|'.join(suf_wild)})[^\\n]{{0,{WILDCARD_CHARS}}}$", flags)
             if suf_wild else None)
-    return prefix, suffix, wild, _keys_regex(pre_keys), _keys_regex(suf_keys)
+    return prefix, suffix, wild, _keys_regex(pre_keys), _keys_regex(suf_keys), _keys_regex(pre_keys + suf_keys)
 
 
 def _crop_bounds(text: str, patterns) -> tuple[int, int]:
     """(a, b): text[a:b] is what remains after repeatedly cropping boilerplate at both ends."""
-    prefix, suffix, wild, pre_keys, suf_keys = patterns
+    prefix, suffix, wild, pre_keys, suf_keys, any_keys = patterns
     a, b = 0, len(text)
+    if b <= WINDOW and (any_keys is None or not any_keys.search(text.lower())):
+        return a, b  # a short text (head and tail are the whole text) without any keyword: nothing to crop
     for _ in range(10):  # "Stock Photo - Royalty Free: ..." needs two rounds
         start = (a, b)
         if prefix is not None and pre_keys.search(text[a:min(b, a + WINDOW)].lower()):
@@ -286,12 +294,13 @@ class BoilerplateDrop(TextFilter):
         if self.keys is None:
             return keep()
         head = text[:WINDOW].lower()
-        if self.keys.search(head):
+        in_head = self.keys.search(head)
+        if in_head:
             m = self.start.match(text, 0, WINDOW)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="start")
         tail = max(0, len(text) - WINDOW)
-        if self.keys.search(head if tail == 0 else text[tail:].lower()):
+        if in_head if tail == 0 else self.keys.search(text[tail:].lower()):
             m = self.end.search(text, tail)
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="end")
