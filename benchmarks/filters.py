@@ -9,7 +9,10 @@ Scenarios (each in fresh child processes; spaCy is loaded before timing starts i
   ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
   ava-2workers  the same with two worker processes
 The baseline of each is raw ``nlp.pipe`` over the same texts with the same spaCy components, timed
-in a child process of its own. Prints rates, ratios and each process's peak RSS (VmHWM).
+in a child process of its own, before and after each round of pipeline runs (``--repeat`` rounds):
+each pipeline rate is compared with the mean of the two baseline rates around it. Prints every
+measurement, then the medians: rates, paired ratios, two-worker scaling, and each process's peak
+RSS (VmHWM).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -175,18 +179,23 @@ def _prepare_run(texts: list[str], steps: list[str], name: str, env: dict, fit_t
 
 
 def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=None, repeat=1):
-    """Rates of raw nlp.pipe and of the pipeline with each number of workers. With ``repeat`` > 1 each is
-    measured that many times, alternately (raw, pipelines, raw, pipelines, ...), each time in fresh
-    processes and on a fresh run, and the best of each is kept: on a shared machine the best rate is the
-    one least disturbed by other work, and both sides get the same treatment."""
+    """Rates of raw nlp.pipe and of the pipeline with each number of workers, each in fresh processes on
+    a fresh run. Measured ``repeat`` times in the order raw, pipeline(s), raw, pipeline(s), ..., raw: each
+    pipeline measurement sits between two raw ones, and its ratio is taken against their mean. Rates on a
+    shared machine drift by 15-25% over minutes, so a ratio of two measurements taken minutes apart says
+    more about the drift than about the pipeline; the paired ratios do not, and the median of them is
+    reported (with every measurement printed). Two-worker scaling pairs the runs of one round."""
     texts_file = tmp / f"{name}.json"
     texts_file.write_text(json.dumps(texts))
-    raw = None
-    best: dict[int, tuple] = {}
-    for _ in range(repeat):
+
+    def raw_once():
         result = _result(_child("raw", env, "--texts", str(texts_file), "--steps", ",".join(steps)))
-        if raw is None or result["items"] / result["seconds"] > raw["items"] / raw["seconds"]:
-            raw = result
+        return result["items"] / result["seconds"], result["peak_mib"]
+
+    raws = [raw_once()]
+    rounds = []  # per round: {workers: (rate, peak)}
+    for _ in range(repeat):
+        measured = {}
         for workers in workers_list:
             run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
             procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w),
@@ -194,11 +203,22 @@ def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=No
                      for w in range(workers)]
             results = [_result(p) for p in procs]
             wall = max(r["seconds"] for r in results)
-            row = (workers, len(texts) / wall, max(r["peak_mib"] for r in results), run_id)
-            if workers not in best or row[1] > best[workers][1]:
-                best[workers] = row
-    raw_rate = raw["items"] / raw["seconds"]
-    return raw_rate, raw, [best[w] for w in workers_list]
+            measured[workers] = (len(texts) / wall, max(r["peak_mib"] for r in results))
+        rounds.append(measured)
+        raws.append(raw_once())
+    for r, measured in enumerate(rounds):
+        around = (raws[r][0] + raws[r + 1][0]) / 2
+        print(f"  {name} round {r + 1}: raw nlp.pipe {raws[r][0]:,.0f} and {raws[r + 1][0]:,.0f}/s; " + "; ".join(
+            f"{w} worker{'s' if w > 1 else ''} {rate:,.0f}/s ({rate / around:.2f})" for w, (rate, _) in measured.items()),
+            flush=True)
+    out = {"raw_rate": statistics.median([rate for rate, _ in raws]), "raw_peak": max(peak for _, peak in raws), "rows": []}
+    for workers in workers_list:
+        ratios = [m[workers][0] / ((raws[r][0] + raws[r + 1][0]) / 2) for r, m in enumerate(rounds)]
+        out["rows"].append((workers, statistics.median([m[workers][0] for m in rounds]), statistics.median(ratios),
+                            max(m[workers][1] for m in rounds)))
+    if len(workers_list) > 1:
+        out["scaling"] = statistics.median([m[workers_list[-1]][0] / m[workers_list[0]][0] for m in rounds])
+    return out
 
 
 def main() -> int:
@@ -207,7 +227,7 @@ def main() -> int:
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--only", choices=["cc", "ava"], help="run one family of scenarios")
     parser.add_argument("--repeat", type=int, default=1,
-                        help="measure each rate this many times, alternating baseline and pipeline; keep the best")
+                        help="rounds of pipeline runs, each between two baseline runs; medians are reported")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
@@ -215,6 +235,7 @@ def main() -> int:
     import tempfile
 
     lines = []
+    scaling = {}
     with scratch_database(base, "captionlab_bench_filters") as db, tempfile.TemporaryDirectory() as tmp:
         os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
         os.environ.pop("REDIS_URL", None)
@@ -224,31 +245,31 @@ def main() -> int:
             for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
                 texts = make_captions(args.captions, dup)
                 workers = (1, 2) if dup == 0.0 else (1,)
-                raw_rate, raw, rows = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers, repeat=args.repeat)
-                for w, rate, peak, run_id in rows:
-                    lines.append((f"{name} ({w} worker{'s' if w > 1 else ''})", len(texts), rate, raw_rate,
-                                  peak, raw["peak_mib"]))
+                found = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers, repeat=args.repeat)
+                for w, rate, ratio, peak in found["rows"]:
+                    lines.append((f"{name} ({w} worker{'s' if w > 1 else ''})", len(texts), rate, found["raw_rate"],
+                                  ratio, peak, found["raw_peak"]))
+                if "scaling" in found:
+                    scaling["cc"] = found["scaling"]
         if args.only in (None, "ava"):
             comments = make_comments(args.comments)
             fit = make_comments(5000, seed=99)
-            raw_rate, raw, rows = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit,
-                                           repeat=args.repeat)
-            for w, rate, peak, run_id in rows:
+            found = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit, repeat=args.repeat)
+            for w, rate, ratio, peak in found["rows"]:
                 lines.append((f"ava informativeness ({w} worker{'s' if w > 1 else ''})", len(comments), rate,
-                              raw_rate, peak, raw["peak_mib"]))
+                              found["raw_rate"], ratio, peak, found["raw_peak"]))
+            scaling["ava"] = found["scaling"]
         from django.db import connections
 
         connections.close_all()  # let the scratch database be dropped
+    medians = " (medians of the rounds; ratio: the median of the paired ratios)" if args.repeat > 1 else ""
     print(f"\n{'scenario':<36} {'items':>7} {'pipeline/s':>11} {'nlp.pipe/s':>11} {'ratio':>6} "
-          f"{'peak RSS pipeline':>18} {'peak RSS nlp.pipe':>18}")
-    for label, n, rate, raw_rate, peak, raw_peak in lines:
-        print(f"{label:<36} {n:>7} {rate:>11,.0f} {raw_rate:>11,.0f} {rate / raw_rate:>6.2f} "
+          f"{'peak RSS pipeline':>18} {'peak RSS nlp.pipe':>18}{medians}")
+    for label, n, rate, raw_rate, ratio, peak, raw_peak in lines:
+        print(f"{label:<36} {n:>7} {rate:>11,.0f} {raw_rate:>11,.0f} {ratio:>6.2f} "
               f"{peak:>14.0f} MiB {raw_peak:>14.0f} MiB")
-    by = {label.split(" (")[0] + (" 2w" if "2 workers" in label else ""): rate for label, _, rate, *_ in lines}
-    if "cc-distinct" in by and "cc-distinct 2w" in by:
-        print(f"cc: two workers / one worker = {by['cc-distinct 2w'] / by['cc-distinct']:.2f}x (target >= 1.7)")
-    if "ava informativeness" in by and "ava informativeness 2w" in by:
-        print(f"ava: two workers / one worker = {by['ava informativeness 2w'] / by['ava informativeness']:.2f}x (target >= 1.7)")
+    for family, value in scaling.items():
+        print(f"{family}: two workers / one worker = {value:.2f}x (target >= 1.7)")
     print("targets: cc-distinct ratio >= 0.85; cc-dup30 ratio >= 1.3; ava ratio >= 0.85")
     return 0
 
