@@ -146,3 +146,33 @@ def test_deleting_a_caption_an_image_or_a_collection_deletes_their_decisions(col
     assert not FilterDecision.objects.filter(image_id=image.pk).exists()
     collection.delete()
     assert not FilterDecision.objects.filter(run_id=run.pk).exists()
+
+
+def test_chunks_of_interleaved_collections_load_their_own_images_and_captions_only(monkeypatch):
+    """Two collections imported in turns: each chunk's image ids have gaps held by the other collection's
+    images, whose captions must not be read (the loader selects the id range and, with gaps, the ids)."""
+    mine, theirs = Collection.objects.create(name="mine"), Collection.objects.create(name="theirs")
+    for i in range(12):
+        for collection, text in ((mine, TEXTS[i % 4]), (theirs, "A caption of another collection entirely")):
+            image = Image.objects.create(collection=collection, external_id=f"{collection.name}{i}", status="missing")
+            Caption.objects.create(image=image, text=text, origin="alt_text")
+    run = _run(mine, sub_batch=4, chunk_images=5, monkeypatch=monkeypatch)
+    decided = set(FilterDecision.objects.filter(run=run).values_list("image_id", flat=True))
+    assert decided == set(Image.objects.filter(collection=mine).values_list("pk", flat=True))
+    first_step = FilterDecision.objects.filter(run=run, step=0)
+    assert sorted(first_step.values_list("caption_id", flat=True)) == sorted(
+        Caption.objects.filter(image__collection=mine).values_list("pk", flat=True))
+    assert run.status == "done" and run.chunks_total == 3 and run.chunks_done == 3
+
+
+def test_contiguous_and_gapped_chunks_load_the_same_rows():
+    collection = Collection.objects.create(name="ranges")
+    images = [Image.objects.create(collection=collection, external_id=f"r{i}", status="missing") for i in range(6)]
+    for image in images:
+        Caption.objects.create(image=image, text=f"A caption for image {image.external_id}", origin="alt_text")
+    ids = [image.pk for image in images]
+    whole_images, whole_captions = executor.load_items(ids)
+    assert sorted(whole_images) == ids and [it.image_id for it in whole_captions] == ids
+    gapped = ids[::2]
+    some_images, some_captions = executor.load_items(gapped)
+    assert sorted(some_images) == gapped and [it.image_id for it in some_captions] == gapped
