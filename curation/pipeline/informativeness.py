@@ -155,11 +155,14 @@ def _lingua_language(code: str):
 
 
 def detect_languages(texts: list[str], candidates: Iterable[str], accuracy: str = "high") -> list[str | None]:
-    """ISO 639-1 codes (None where lingua cannot tell), detected in one parallel batch. The models
-    load on first use (high accuracy, 15 languages: some seconds and about 350 MB per process)."""
+    """ISO 639-1 codes (None where lingua cannot tell). The models load on first use (high accuracy, 15
+    languages: some seconds and about 350 MB per process). One text after another, on this process's
+    core: lingua's parallel batch would spread over every core of the machine, which the other worker
+    processes (and PostgreSQL) are using; workers scale by running more of them."""
     if not texts:
         return []
-    found = _detector(tuple(sorted(set(candidates))), accuracy).detect_languages_in_parallel_of(texts)
+    detect = _detector(tuple(sorted(set(candidates))), accuracy).detect_language_of
+    found = [detect(text) for text in texts]
     return [lang.iso_code_639_1.name.lower() if lang is not None else None for lang in found]
 
 
