@@ -176,7 +176,7 @@ def _item_rows(image_ids: list[int]):
     # them, and the planner does not weigh thousands of array elements (4 ms a statement).
     contiguous = high - low + 1 == len(set(ids))
     members, member_args = ("", []) if contiguous else (" AND {} = ANY(%s::bigint[])", [ids])
-    with connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:  # SET LOCAL needs a transaction
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             f"SELECT {', '.join(image_columns[:-1])}, metadata::text FROM {Image._meta.db_table} "
@@ -458,6 +458,11 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
         elif not entry[1]:
             continue
         survivors.append(item)
+    last = group[-1][0]
+    if last + 1 >= len(state.remaining_needs) or not state.remaining_needs[last + 1]:
+        # No later step parses: this batch's parses are done with. Holding a chunk's worth of them (each
+        # Doc with its arrays) grows the process's heap as the chunk goes on.
+        state.docs = {}
     return survivors
 
 
@@ -480,6 +485,16 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
                                 f"{len(items)} items")
         is_seeds = step["filter"] == "caption_seeds"
         still = []
+        if not step["transform"] and not is_seeds:  # most steps: a decision is its COPY line, nothing else
+            head = f"{position}\t{step['filter']}\t"
+            plain = [decision.text is None and "entity_types" not in decision.details for decision in results]
+            if all(plain):
+                for k, decision in zip(alive, results):
+                    tails[k].append(_plain_tail(head, decision, step))
+                    if decision.outcome != DROP:
+                        still.append(k)
+                alive = still
+                continue
         for k, item, decision in zip(alive, items, results):
             before = item.text
             details = decision.details
@@ -680,13 +695,27 @@ _REASONS: dict[str, str] = {}  # reason -> its COPY text (reasons are short code
 
 def _decision_tail(position: int, step: dict, decision: Decision, before: str, removed_spans) -> str:
     """The decision's COPY line from ``step`` on (the item's run, image and caption go before it)."""
+    head = f"{position}\t{step['filter']}\t"
+    if not step["transform"]:
+        return _plain_tail(head, decision, step)
+    details = decision.details
+    if removed_spans:
+        details = {**(details or {}), "removed_spans": [list(span) for span in removed_spans]}
+    return (f"{head}{_tail_fields(decision, details, step)}{_copy_text(before)}\t"
+            f"{_copy_text(decision.text or '')}\t\n")
+
+
+def _plain_tail(head: str, decision: Decision, step: dict) -> str:
+    """``_decision_tail`` of a step that is not a transform; ``head``: the step's position and filter
+    name as COPY text."""
+    return f"{head}{_tail_fields(decision, decision.details, step)}\t\t\n"
+
+
+def _tail_fields(decision: Decision, details, step: dict) -> str:
+    """The outcome, score, reason and details columns, each followed by a tab."""
     outcome = decision.outcome
     if outcome not in _OUTCOMES:
         raise PipelineError(f"{step['filter']} returned the outcome {outcome!r}")
-    details = decision.details
-    transform = step["transform"]
-    if removed_spans and transform:
-        details = {**(details or {}), "removed_spans": [list(span) for span in removed_spans]}
     score = decision.score
     if score is None:
         score = "\\N"
@@ -706,10 +735,7 @@ def _decision_tail(position: int, step: dict, decision: Decision, before: str, r
             details = details.replace("\\", "\\\\")
     else:
         details = "{}"
-    if transform:
-        return (f"{position}\t{step['filter']}\t{outcome}\t{score}\t{escaped}\t{details}\t"
-                f"{_copy_text(before)}\t{_copy_text(decision.text or '')}\t\n")
-    return f"{position}\t{step['filter']}\t{outcome}\t{score}\t{escaped}\t{details}\t\t\t\n"
+    return f"{outcome}\t{score}\t{escaped}\t{details}\t"
 
 
 class _DecisionWriter:
