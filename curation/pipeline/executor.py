@@ -487,8 +487,7 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
         still = []
         if not step["transform"] and not is_seeds:  # most steps: a decision is its COPY line, nothing else
             head = f"{position}\t{step['filter']}\t"
-            plain = [decision.text is None and "entity_types" not in decision.details for decision in results]
-            if all(plain):
+            if all(decision.text is None and "entity_types" not in decision.details for decision in results):
                 for k, decision in zip(alive, results):
                     tails[k].append(_plain_tail(head, decision, step))
                     if decision.outcome != DROP:

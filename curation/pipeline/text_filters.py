@@ -29,6 +29,18 @@ HASHTAG_RE = re.compile(r"(?<![\w&])[#@][^\W\d_]\w*")
 MAX_LISTED = 20  # offending tokens listed in a decision's details (a 1 MB text stays a small row)
 
 
+MEMO_SIZE = 200_000  # per-word memos below: emptied when full (words of a run repeat; a few MB each)
+
+
+def _remember(memo: dict, key, value):
+    """Store ``value`` under ``key`` in a per-word memo that is emptied when it reaches MEMO_SIZE; returns
+    ``value``."""
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 def _blank(text: str | None) -> bool:
     return not text or text.isspace()
 
@@ -439,10 +451,7 @@ def _english_word(token: str) -> tuple[int, int] | None:
     flags = None
     if word and word.isalpha():
         flags = (int(word in STOP_WORDS), int(word in _common_english_words()))
-    if len(_ENGLISH_WORDS) >= 200_000:
-        _ENGLISH_WORDS.clear()
-    _ENGLISH_WORDS[token] = flags
-    return flags
+    return _remember(_ENGLISH_WORDS, token, flags)
 
 
 # --- Part of speech -------------------------------------------------------------------------------
@@ -536,10 +545,7 @@ _CONTENT_WORDS: dict[str, str | None] = {}  # word -> its lower-cased form when 
 def _content_word(word: str, stop: frozenset[str]) -> str | None:
     lowered = word.lower()
     content = lowered if lowered not in stop and LETTER_RE.search(lowered) else None
-    if len(_CONTENT_WORDS) >= 200_000:
-        _CONTENT_WORDS.clear()
-    _CONTENT_WORDS[word] = content
-    return content
+    return _remember(_CONTENT_WORDS, word, content)
 
 
 @register
@@ -584,10 +590,7 @@ _CASES: dict[str, int] = {}  # word -> whether it starts with a letter, and a ca
 
 def _case(word: str) -> int:
     case = (_CAPITALISED if word[0].isupper() else _LOWER) if LETTER_RE.match(word) else _NOT_LETTERED
-    if len(_CASES) >= 200_000:
-        _CASES.clear()
-    _CASES[word] = case
-    return case
+    return _remember(_CASES, word, case)
 
 
 @register
@@ -628,7 +631,6 @@ def _zipf(word: str, language: str) -> float:
     return zipf_frequency(word, language)
 
 
-@lru_cache(maxsize=200_000)
 @lru_cache(maxsize=200_000)
 def _word_shape(word: str) -> tuple[bool, str, bool]:
     """(has a letter, lower-cased, has a digit)."""
@@ -689,10 +691,7 @@ class UnknownTokens(TextFilter):
         if lettered:
             z = _zipf(lowered, self.params["language"])
             found = (z, z < (self.params["min_zipf_with_digits"] if digits else self.params["min_zipf"]), lowered)
-        if len(self.known) >= 200_000:
-            self.known.clear()
-        self.known[word] = found
-        return found
+        return _remember(self.known, word, found)
 
     def decide(self, item):
         text = item.text
@@ -757,10 +756,7 @@ def _vader_neutral(analyser, text: str) -> bool:
         if hit is None:
             from vaderSentiment.vaderSentiment import SentiText
 
-            hit = SentiText._strip_punc_if_word(word).lower() in analyser.lexicon
-            if len(memo) >= 200_000:
-                memo.clear()
-            memo[word] = hit
+            hit = _remember(memo, word, SentiText._strip_punc_if_word(word).lower() in analyser.lexicon)
         if hit:
             return False
     return True
