@@ -219,7 +219,9 @@ class Caption(models.Model):
     text_hash = models.CharField(max_length=64, editable=False)
     language = models.CharField(max_length=16, blank=True)
     origin = models.CharField(max_length=16, choices=Origin.choices)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    # RESTRICT: a caption with derived captions cannot be deleted alone (the lineage would break), but its
+    # image or collection can, taking the whole chain with it (PROTECT refused even that).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="children")
     source = models.CharField(max_length=300, blank=True, help_text="import source (file name) or producer")
     import_job = models.ForeignKey(ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     import_line = models.PositiveIntegerField(null=True, blank=True)

@@ -73,6 +73,12 @@ class Filter:
     # text is still its raw text (a transform whose removed spans are relative to the raw text): the
     # executor may then decide such items once per distinct text as well.
     text_determined: ClassVar[bool] = False
+    # The decision, and what ``apply`` notes on the item, depend on the item's working text alone, with one
+    # exception: ``apply`` sets the item's removed spans to those of the working text placed where that text
+    # sits in the raw text (``raw_text.find(text)``; left as they were when it is not found there). The
+    # executor then decides each distinct working text once per run and worker and places the spans per
+    # item, so a duplicate caption is neither parsed nor transformed again (hypernymization).
+    text_keyed: ClassVar[bool] = False
     # The parameters the score is compared with (min_* keeps scores at or above, max_* at or below):
     # the review page draws them on the score's histogram and lets a curator try other values.
     score_thresholds: ClassVar[tuple[str, ...]] = ()
@@ -87,6 +93,11 @@ class Filter:
             raise ValueError(f"{self.name}: unknown parameter(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
         self.params = {**self.defaults, **(params or {})}
         self.state = state
+
+    def wants_doc(self, item: Item) -> bool:
+        """Whether ``apply`` reads this item's parse (the executor parses only those). Default: every item
+        when the filter ``needs`` spaCy components."""
+        return True
 
     def warm(self) -> None:
         """Load what the filter builds lazily once per process (lexicons, detectors, compiled tables), so

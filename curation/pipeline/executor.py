@@ -371,7 +371,9 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
     if not targets:
         return alive_images, alive_captions
     with _step_errors(position, step):
-        if flt.text_only and step["target"] != "image":
+        if flt.text_keyed and step["target"] != "image":
+            survivors = _apply_text_keyed(state, position, step, flt, targets)
+        elif flt.text_only and step["target"] != "image":
             survivors = _apply_text_only(state, position, step, flt, targets)
         else:
             survivors, dropped_images = _apply_each(state, position, step, flt, targets)
@@ -411,6 +413,7 @@ def _step_errors(position: int, step: dict):
 def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     first = group[0][0]
     run_id = state.run.pk
+    start_texts = [item.text for item in targets]
     found: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     others: list[Item] = []
@@ -464,8 +467,13 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     last = group[-1][0]
     if last + 1 >= len(state.remaining_needs) or not state.remaining_needs[last + 1]:
         # No later step parses: this batch's parses are done with. Holding a chunk's worth of them (each
-        # Doc with its arrays) grows the process's heap as the chunk goes on.
-        state.docs = {}
+        # Doc with its arrays) grows the process's heap as the chunk goes on. Only this batch's: a later
+        # sub-batch of the same segment may still need parses an earlier segment made for it.
+        docs = state.docs
+        for text in start_texts:
+            docs.pop(text, None)
+        for rep in representatives:
+            docs.pop(found[rep.raw_text][2], None)  # the text it was parsed with (after the group's crop)
     return survivors
 
 
@@ -526,7 +534,7 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
 def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
     """A step whose decisions are per item: ``apply`` on every target."""
     if step["target"] != "image":
-        state.ensure_docs(targets, flt, position)
+        state.ensure_docs([it for it in targets if flt.wants_doc(it)], flt, position)
     results = flt.apply(targets)
     if len(results) != len(targets):
         raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for {len(targets)} items")
@@ -639,6 +647,57 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
             if seeds and item.caption_id:
                 state.seeds[item.caption_id] = seeds
         if entry[0] != DROP:
+            survivors.append(item)
+    return survivors
+
+
+def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
+    """A ``text_keyed`` step: ``flt.apply`` once per distinct working text not decided before in this run and
+    worker, on a stand-in whose raw text is that text (so its removed spans are relative to it); each item
+    gets the decision, the entity types, and the spans placed where its text sits in its raw text. Returns
+    the survivors."""
+    run_id = state.run.pk
+    decided: dict[str, tuple | None] = {}
+    representatives: list[Item] = []
+    for item in targets:
+        text = item.text
+        if text in decided:
+            continue
+        found = _cache_get((run_id, position, text, "keyed")) if len(text) <= CACHE_MAX_CHARS else None
+        decided[text] = found
+        if found is None:
+            representatives.append(Item(caption_id=None, image_id=item.image_id, raw_text=text, text=text,
+                                        language=item.language))
+    if representatives:
+        state.ensure_docs(representatives, flt, position)
+        results = flt.apply(representatives)
+        if len(results) != len(representatives):
+            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
+                                f"{len(representatives)} items")
+        for rep, decision in zip(representatives, results):
+            rep.doc = None
+            types = decision.details.get("entity_types")
+            entry = (decision, tuple(rep.removed_spans), None if types is None else tuple(types))
+            decided[rep.raw_text] = entry
+            if len(rep.raw_text) <= CACHE_MAX_CHARS:
+                _cache_put((run_id, position, rep.raw_text, "keyed"), entry)
+    prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
+    survivors = []
+    for item in targets:
+        before = item.text
+        decision, spans, types = decided[before]
+        offset = item.raw_text.find(before) if before else -1
+        if offset >= 0:
+            item.removed_spans = [(s + offset, e + offset) for s, e in spans]
+        if types is not None:
+            item.entity_types = list(types)
+        if decision.text is not None and decision.text != before:
+            item.text = decision.text
+            if decision.outcome != DROP:
+                state.transforms.setdefault(item.caption_id, []).append((position, decision.text))
+        lines.append((prefixes.get(id(item)) or prefix(item))
+                     + _decision_tail(position, step, decision, before, item.removed_spans))
+        if decision.outcome != DROP:
             survivors.append(item)
     return survivors
 

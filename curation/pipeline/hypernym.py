@@ -632,6 +632,10 @@ class Hypernymize(Filter):
                    "hypernyms); merges 'actor and actor' into 'actors'; drops captions left too short.")
     is_transform = True
     per_item = True  # each caption on its own; parses what it lacks, no database
+    # The rewrite depends on the working text alone; its removed spans are placed at raw_text.find(text):
+    # a duplicate caption (30% of web alt-text) is neither parsed nor rewritten again.
+    text_keyed = True
+    text_determined = True
     needs = frozenset({"pos", "deps", "ents", "lemma"})
     defaults = {
         "hypernyms": HYPERNYMS,

@@ -123,6 +123,12 @@ class LabelOverlap(Filter):
         "match_label_words": True,  # "landing gear" also matches a caption's "gear"
     }
 
+    def wants_doc(self, item: Item) -> bool:
+        """Only captions of labelled images are compared: without a labeller, an image imported without
+        labels gets "not applicable" and its captions need no parse."""
+        metadata = item.metadata if isinstance(item.metadata, dict) else {}
+        return bool(metadata.get("labels") or item.labels) or configured_labeller() is not None
+
     def apply(self, items: list[Item]) -> list[Decision]:
         labels = MetadataLabeller(items, self.params["min_label_score"]).labels([it.image_id for it in items])
         missing = sorted({image_id for image_id, found in labels.items() if not found})

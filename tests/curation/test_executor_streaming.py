@@ -2,9 +2,11 @@
 computed, decisions of text-only steps kept per distinct text across chunks. It must write exactly the
 decisions (and child captions) of the plain path."""
 import pytest
+from django.db.models import RestrictedError
 
 from curation.models import Caption, Collection, FilterDecision, Image, Pipeline, RunChunk
-from curation.pipeline import executor
+from curation.pipeline import executor, nlp
+from curation.pipeline.hypernym import Hypernymize
 from curation.services import run_create
 
 pytestmark = pytest.mark.django_db
@@ -23,6 +25,7 @@ TEXTS = [
     "The view of the city from the top of the tower at night.",
     "A tab\there and a back\\slash in the text of a caption",
     "",
+    "Stock photo: The mayor of Boston opens the new bridge over the river in July 2007",
 ]
 
 
@@ -30,6 +33,7 @@ def _run(collection, sub_batch, chunk_images, monkeypatch, steps=STEPS, step_by_
     monkeypatch.setattr(executor, "SUB_BATCH_CAPTIONS", sub_batch)
     monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk_images)
     monkeypatch.setattr(executor, "_memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
+    monkeypatch.setattr(Hypernymize, "text_keyed", not step_by_step)
     pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=[{"filter": s} for s in steps])
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
@@ -72,9 +76,11 @@ def test_streamed_sub_batches_write_the_decisions_of_the_plain_path(collection, 
     assert [t for _, t in _children(streamed)] == [t for _, t in _children(plain)]
     assert {row["filter"]: row["dropped"] for row in streamed.funnel} == {row["filter"]: row["dropped"] for row in plain.funnel}
     tabbed = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", caption__text=TEXTS[8])
-    assert tabbed.count() == 3 and {d.text_before for d in tabbed} == {TEXTS[8]}
+    assert tabbed.count() == Caption.objects.filter(image__collection=collection, text=TEXTS[8]).count() >= 3
+    assert {d.text_before for d in tabbed} == {TEXTS[8]}
     # The crop's removed span is relative to the caption's raw text, on every copy of the caption.
-    cropped = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", reason="cropped")
+    cropped = FilterDecision.objects.filter(run=streamed, filter_name="boilerplate_crop", reason="cropped",
+                                            caption__text=TEXTS[1])
     assert cropped.count() == Caption.objects.filter(image__collection=collection, text=TEXTS[1]).count() > 1
     assert all(d.details["removed_spans"] == [[0, len("Stock photo ")]] for d in cropped)
 
@@ -144,7 +150,13 @@ def test_deleting_a_caption_an_image_or_a_collection_deletes_their_decisions(col
     assert FilterDecision.objects.filter(image=image).exists()
     image.delete()
     assert not FilterDecision.objects.filter(image_id=image.pk).exists()
+    # A caption with a derived (cropped) caption cannot go alone, but its collection takes the chain along.
+    parent = Caption.objects.filter(image__collection=collection, text=TEXTS[10]).first()
+    assert parent.children.exists()
+    with pytest.raises(RestrictedError):
+        parent.delete()
     collection.delete()
+    assert not Caption.objects.filter(pk=parent.pk).exists()
     assert not FilterDecision.objects.filter(run_id=run.pk).exists()
 
 
@@ -176,3 +188,49 @@ def test_contiguous_and_gapped_chunks_load_the_same_rows():
     gapped = ids[::2]
     some_images, some_captions = executor.load_items(gapped)
     assert sorted(some_images) == gapped and [it.image_id for it in some_captions] == gapped
+
+
+# The conceptual-captions preset's text path: the text-only group, then label overlap (images without labels:
+# not applicable, no parse needed) and hypernymization (decided once per distinct working text, its removed
+# spans placed per caption), then the run-level rare-entity filter. Duplicates in later chunks are neither
+# parsed nor rewritten again, and the decisions and children are those of the step-by-step path.
+PRESET_TEXT = STEPS + ["label_overlap", "hypernymize", "rare_entity_types"]
+
+
+def test_the_preset_text_path_parses_each_distinct_text_once_and_writes_the_step_by_step_decisions(
+        collection, monkeypatch):
+    parsed = []
+    parse_unique = nlp.parse_unique
+
+    def counting(texts, needs, batch_size=256):
+        found = parse_unique(texts, needs, batch_size)
+        parsed.extend(found)
+        return found
+
+    executor._DECISION_CACHE[:] = [{}, {}]
+    stepwise = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, steps=PRESET_TEXT,
+                    step_by_step=True)
+    monkeypatch.setattr(nlp, "parse_unique", counting)
+    nlp._DOC_CACHE.clear()
+    executor._DECISION_CACHE[:] = [{}, {}]
+    keyed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
+    assert keyed.chunks_total == 3
+    expected, found = _decisions(stepwise), _decisions(keyed)
+    assert len(found) == len(expected) > 36 * 5
+    assert found == expected
+    assert _children(keyed) and [t for _, t in _children(keyed)] == [t for _, t in _children(stepwise)]
+    # Every distinct working text was parsed once, though each recurs in all three chunks.
+    assert len(parsed) == len(set(parsed)), [t for t in set(parsed) if parsed.count(t) > 1]
+    hypernymized = FilterDecision.objects.filter(run=keyed, filter_name="hypernymize")
+    assert {d.caption.image.collection_id for d in hypernymized} == {collection.pk}
+    assert hypernymized.count() > len(set(hypernymized.values_list("text_before", flat=True)))
+    # The cropped caption's hypernymization spans sit after the cropped prefix in its raw text.
+    cropped = hypernymized.filter(caption__text=TEXTS[10])
+    assert cropped.count() > 1
+    for decision in cropped:
+        assert decision.text_before == TEXTS[10][len("Stock photo: "):]
+        spans = decision.details["removed_spans"]
+        assert spans and all(start >= len("Stock photo: ") for start, _ in spans)
+        assert "Boston" in {TEXTS[10][start:end].strip() for start, end in spans}
+    overlap = FilterDecision.objects.filter(run=keyed, filter_name="label_overlap")
+    assert set(overlap.values_list("outcome", "reason")) == {("na", "no_labels")}
