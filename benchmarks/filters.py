@@ -5,7 +5,9 @@
 Scenarios (each in fresh child processes; spaCy is loaded before timing starts in both):
   cc-distinct   the conceptual-captions TEXT steps over N distinct alt-text captions
   cc-dup30      the same with 30% exact duplicate texts (normal in web alt-text)
-  cc-2workers   cc-distinct with two worker processes taking alternate chunks
+  cc-2workers   cc-distinct with two worker processes, each taking the next pending chunk when it is free
+  cc-preset-dup30  the preset's whole text path (text filters, label overlap, hypernymization, rare entity
+                types) over the cc-dup30 captions
   ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
   ava-2workers  the same with two worker processes
 The baseline of each is raw ``nlp.pipe`` over the same texts with the same spaCy components, timed
@@ -37,6 +39,10 @@ CC_TEXT_STEPS = [
     "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity",
 ]
 AVA_STEPS = ["comment_clean", "informativeness"]
+# The conceptual-captions preset's whole text path: the text filters, image & text label overlap (the
+# benchmark's images carry no labels: "not applicable"), hypernymization (a child caption per rewritten
+# alt-text) and the run-level rare-entity-type filter. Its spaCy components are the parser's and NER's too.
+CC_PRESET_TEXT_STEPS = CC_TEXT_STEPS + ["label_overlap", "hypernymize", "rare_entity_types"]
 
 PEOPLE = ["Harrison Ford", "Meryl Streep", "Justin Timberlake", "a young woman", "an old man", "the mayor",
           "Tom Hanks", "a street musician", "two children", "a police officer", "Serena Williams", "a farmer"]
@@ -124,13 +130,26 @@ def child_pipeline(args):
     for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
         if hasattr(flt, "warm"):
             flt.warm()
-    indexes = [i for i in RunChunk.objects.filter(run=run).order_by("index").values_list("index", flat=True)
-               if i % args.workers == args.worker]
+    from django.db import connection
+
+    def next_chunk():
+        """The next pending chunk, as a Celery worker with prefetch 1 and late acks takes the next task when it
+        is free (settings: CELERY_WORKER_PREFETCH_MULTIPLIER = 1): a faster worker takes more chunks."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {RunChunk._meta.db_table} SET status = %s WHERE id = (SELECT id FROM {RunChunk._meta.db_table} "
+                "WHERE run_id = %s AND status = %s ORDER BY index LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING index",
+                [RunChunk.Status.RUNNING, run.pk, RunChunk.Status.PENDING])
+            row = cursor.fetchone()
+        return None if row is None else row[0]
+
+    done = 0
     start = time.perf_counter()
-    for index in indexes:
+    while (index := next_chunk()) is not None:
         executor.run_chunk(run.pk, index)
+        done += 1
     elapsed = time.perf_counter() - start
-    print(json.dumps({"seconds": elapsed, "chunks": len(indexes), "peak_mib": _peak_mib()}))
+    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib()}))
 
 
 # --- The parent -------------------------------------------------------------------------------------
@@ -225,7 +244,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--captions", type=int, default=20_000)
     parser.add_argument("--comments", type=int, default=100_000)
-    parser.add_argument("--only", choices=["cc", "ava"], help="run one family of scenarios")
+    parser.add_argument("--only", choices=["cc", "cc-preset", "ava"], help="run one family of scenarios")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of pipeline runs, each between two baseline runs; medians are reported")
     args = parser.parse_args()
@@ -251,6 +270,12 @@ def main() -> int:
                                   ratio, peak, found["raw_peak"]))
                 if "scaling" in found:
                     scaling["cc"] = found["scaling"]
+        if args.only in (None, "cc-preset"):
+            texts = make_captions(args.captions, 0.3)
+            found = scenario("cc-preset-dup30", texts, CC_PRESET_TEXT_STEPS, env, tmp, (1,), repeat=args.repeat)
+            for w, rate, ratio, peak in found["rows"]:
+                lines.append(("cc preset text path, dup30 (1 worker)", len(texts), rate, found["raw_rate"], ratio,
+                              peak, found["raw_peak"]))
         if args.only in (None, "ava"):
             comments = make_comments(args.comments)
             fit = make_comments(5000, seed=99)
@@ -270,7 +295,8 @@ def main() -> int:
               f"{peak:>14.0f} MiB {raw_peak:>14.0f} MiB")
     for family, value in scaling.items():
         print(f"{family}: two workers / one worker = {value:.2f}x (target >= 1.7)")
-    print("targets: cc-distinct ratio >= 0.85; cc-dup30 ratio >= 1.3; ava ratio >= 0.85")
+    print("targets: cc-distinct ratio >= 0.85; cc-dup30 ratio >= 1.3; ava ratio >= 0.85 "
+          "(the cc preset text path has no target of its own)")
     return 0
 
 

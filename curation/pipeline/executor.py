@@ -533,11 +533,7 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
 
 def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
     """A step whose decisions are per item: ``apply`` on every target."""
-    if step["target"] != "image":
-        state.ensure_docs([it for it in targets if flt.wants_doc(it)], flt, position)
-    results = flt.apply(targets)
-    if len(results) != len(targets):
-        raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for {len(targets)} items")
+    results = _apply_checked(state, position, step, flt, targets)
     prefix, lines, transforms = state.prefix, state.lines, state.transforms
     is_seeds = step["filter"] == "caption_seeds"
     survivors, dropped_images = [], set()
@@ -594,26 +590,40 @@ def _cache_put(key, value) -> None:
     young[key] = value
 
 
-def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
-    """``flt.apply`` once per distinct text not decided before (identical alt-texts are common on the
-    web); what it noted on an item is shared too. Returns the survivors."""
-    run_id = state.run.pk
+def _undecided(run_id: int, position: int, targets: list[Item], tag: tuple, stand_in):
+    """{text: its cached entry, or None} for the targets' distinct texts, and a representative (``stand_in(item)``)
+    of each text not decided before at this step in this run and worker."""
     decided: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     for item in targets:
         text = item.text
         if text in decided:
             continue
-        found = _cache_get((run_id, position, text)) if len(text) <= CACHE_MAX_CHARS else None
+        found = _cache_get((run_id, position, text, *tag)) if len(text) <= CACHE_MAX_CHARS else None
         decided[text] = found
         if found is None:
-            representatives.append(item)
+            representatives.append(stand_in(item))
+    return decided, representatives
+
+
+def _apply_checked(state: _ChunkState, position: int, step: dict, flt: Filter, items: list[Item]) -> list[Decision]:
+    """``flt.apply`` on items given the parses they need; one decision per item, or a PipelineError."""
+    if step["target"] != "image":
+        state.ensure_docs([it for it in items if flt.wants_doc(it)], flt, position)
+    results = flt.apply(items)
+    if len(results) != len(items):
+        raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
+                            f"{len(items)} items")
+    return results
+
+
+def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
+    """``flt.apply`` once per distinct text not decided before (identical alt-texts are common on the
+    web); what it noted on an item is shared too. Returns the survivors."""
+    run_id = state.run.pk
+    decided, representatives = _undecided(run_id, position, targets, (), lambda item: item)
     if representatives:
-        state.ensure_docs(representatives, flt, position)
-        results = flt.apply(representatives)
-        if len(results) != len(representatives):
-            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
-                                f"{len(representatives)} items")
+        results = _apply_checked(state, position, step, flt, representatives)
         is_seeds = step["filter"] == "caption_seeds"
         for rep, decision in zip(representatives, results):
             details = decision.details
@@ -657,23 +667,10 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
     gets the decision, the entity types, and the spans placed where its text sits in its raw text. Returns
     the survivors."""
     run_id = state.run.pk
-    decided: dict[str, tuple | None] = {}
-    representatives: list[Item] = []
-    for item in targets:
-        text = item.text
-        if text in decided:
-            continue
-        found = _cache_get((run_id, position, text, "keyed")) if len(text) <= CACHE_MAX_CHARS else None
-        decided[text] = found
-        if found is None:
-            representatives.append(Item(caption_id=None, image_id=item.image_id, raw_text=text, text=text,
-                                        language=item.language))
+    decided, representatives = _undecided(run_id, position, targets, ("keyed",), lambda item: Item(
+        caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language))
     if representatives:
-        state.ensure_docs(representatives, flt, position)
-        results = flt.apply(representatives)
-        if len(results) != len(representatives):
-            raise PipelineError(f"step {position + 1} ({step['filter']}) returned {len(results)} decisions for "
-                                f"{len(representatives)} items")
+        results = _apply_checked(state, position, step, flt, representatives)
         for rep, decision in zip(representatives, results):
             rep.doc = None
             types = decision.details.get("entity_types")
