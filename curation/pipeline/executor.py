@@ -670,11 +670,14 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
     decided, representatives = _undecided(run_id, position, targets, ("keyed",), lambda item: Item(
         caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language))
     if representatives:
+        initial = [rep.removed_spans for rep in representatives]  # empty: a filter that sets spans replaces it
         results = _apply_checked(state, position, step, flt, representatives)
-        for rep, decision in zip(representatives, results):
+        for rep, decision, before_spans in zip(representatives, results, initial):
             rep.doc = None
             types = decision.details.get("entity_types")
-            entry = (decision, tuple(rep.removed_spans), None if types is None else tuple(types))
+            # None: the filter left the spans alone (e.g. a text too long to rewrite), and so do the items.
+            spans = None if rep.removed_spans is before_spans and not before_spans else tuple(rep.removed_spans)
+            entry = (decision, spans, None if types is None else tuple(types))
             decided[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, rep.raw_text, "keyed"), entry)
@@ -683,7 +686,7 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
     for item in targets:
         before = item.text
         decision, spans, types = decided[before]
-        offset = item.raw_text.find(before) if before else -1
+        offset = item.raw_text.find(before) if before and spans is not None else -1
         if offset >= 0:
             item.removed_spans = [(s + offset, e + offset) for s, e in spans]
         if types is not None:

@@ -234,3 +234,30 @@ def test_the_preset_text_path_parses_each_distinct_text_once_and_writes_the_step
         assert "Boston" in {TEXTS[10][start:end].strip() for start, end in spans}
     overlap = FilterDecision.objects.filter(run=keyed, filter_name="label_overlap")
     assert set(overlap.values_list("outcome", "reason")) == {("na", "no_labels")}
+
+
+def test_a_text_keyed_step_that_leaves_the_spans_alone_keeps_those_of_the_crop(collection, monkeypatch):
+    """Hypernymization drops a text too long to rewrite without touching its removed spans: the crop's spans stay
+    on every copy of the caption, as on the step-by-step path."""
+    # label overlap (not decided by the text alone) in between: hypernymization takes the text-keyed road.
+    steps = [{"filter": "boilerplate_crop"}, {"filter": "label_overlap"},
+             {"filter": "hypernymize", "params": {"max_chars": 30}}]
+
+    def run(step_by_step):
+        monkeypatch.setattr(Hypernymize, "text_keyed", not step_by_step)
+        monkeypatch.setattr(executor, "_memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
+        monkeypatch.setattr(executor, "CHUNK_IMAGES", 1000 if step_by_step else 12)
+        executor._DECISION_CACHE[:] = [{}, {}]
+        pipeline = Pipeline.objects.create(name=f"long{Pipeline.objects.count()}", steps=steps)
+        run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+        executor.start(run.pk, enqueue=lambda *a: None)
+        for chunk in RunChunk.objects.filter(run=run).order_by("index"):
+            executor.run_chunk(run.pk, chunk.index)
+        return run
+
+    stepwise, keyed = run(True), run(False)
+    assert _decisions(keyed) == _decisions(stepwise)
+    long = FilterDecision.objects.filter(run=keyed, filter_name="hypernymize", caption__text=TEXTS[10])
+    assert long.count() > 1
+    assert {d.reason for d in long} == {"too_long"}
+    assert all(d.details["removed_spans"] == [[0, len("Stock photo: ")]] for d in long)
