@@ -877,7 +877,10 @@ def write_decision_lines(lines: list[str]) -> None:
     if not lines:
         return
     if connection.vendor != "postgresql":
-        FilterDecision.objects.bulk_create([_line_decision(line) for line in lines], batch_size=2000,
+        # A caption decided by a group of steps has one string of several rows (one per step); values never
+        # hold a raw newline (COPY escapes it), so rows split at newlines.
+        rows = [row for line in lines for row in line.split("\n") if row]
+        FilterDecision.objects.bulk_create([_line_decision(row) for row in rows], batch_size=2000,
                                            ignore_conflicts=True)
         return
     stage = "captionlab_decision_stage"
@@ -913,8 +916,11 @@ def _unescape(value: str):
 
 
 def _line_decision(line: str) -> FilterDecision:
-    """A decision line back as a model instance (databases without COPY)."""
-    values = dict(zip(_DECISION_COLUMNS, (_unescape(v) for v in line.rstrip("\n").split("\t"))))
+    """One decision row (a line without its newline) back as a model instance (databases without COPY)."""
+    fields = line.rstrip("\n").split("\t")
+    if len(fields) != len(_DECISION_COLUMNS):
+        raise PipelineError(f"a decision row has {len(fields)} fields, not {len(_DECISION_COLUMNS)}: {line[:200]!r}")
+    values = dict(zip(_DECISION_COLUMNS, (_unescape(v) for v in fields)))
     values["details"] = json.loads(values["details"] or "{}")
     values["score"] = float(values["score"]) if values["score"] is not None else None
     for key in ("run_id", "image_id", "caption_id", "step"):

@@ -92,8 +92,12 @@ def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothi
     executor.process_chunk(run, chunk.item_ids)  # a re-delivered task: through ON CONFLICT DO NOTHING
     assert FilterDecision.objects.filter(run=run).count() == before
 
+    from django.db import connection
+
     from curation.pipeline.text_filters import ProfanityFilter
 
+    if connection.vendor != "postgresql":
+        pytest.skip("sub-batches stream into an open COPY on PostgreSQL only: SQLite decides a chunk in one batch")
     calls = []
 
     def boom(self, items):
@@ -261,3 +265,32 @@ def test_a_text_keyed_step_that_leaves_the_spans_alone_keeps_those_of_the_crop(c
     assert long.count() > 1
     assert {d.reason for d in long} == {"too_long"}
     assert all(d.details["removed_spans"] == [[0, len("Stock photo: ")]] for d in long)
+
+
+class _NotPostgres:
+    """The executor's view of the database connection, as on SQLite (the embedded default): no COPY, the ORM
+    paths for loading, decision rows and child captions. Everything but ``vendor`` is the real connection."""
+
+    vendor = "sqlite"
+
+    def __getattr__(self, name):
+        from django.db import connection
+
+        return getattr(connection, name)
+
+
+def test_the_embedded_default_writes_every_row_of_a_group_and_the_children(collection, monkeypatch):
+    """Without COPY a group's caption line (one row per step) is split into its rows: the same decisions and
+    child captions as on PostgreSQL, each with an empty override (the rows after the first were lost, and the
+    first's override held the next row's run id)."""
+    executor._DECISION_CACHE[:] = [{}, {}]
+    expected = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
+    monkeypatch.setattr(executor, "connection", _NotPostgres())
+    executor._DECISION_CACHE[:] = [{}, {}]
+    embedded = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
+    assert _decisions(embedded) == _decisions(expected)
+    assert [t for _, t in _children(embedded)] == [t for _, t in _children(expected)]
+    assert set(FilterDecision.objects.filter(run=embedded).values_list("override", flat=True)) == {""}
+    assert [row["entered"] for row in embedded.funnel] == [row["entered"] for row in expected.funnel]
+    assert embedded.funnel[0]["entered"] == Caption.objects.filter(image__collection=collection).exclude(
+        origin="transformed").count()
