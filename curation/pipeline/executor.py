@@ -980,22 +980,37 @@ def _save_transformed(run, survivors: dict[int, Item], transforms, captions: lis
         rows = []
         for cid, (position, text) in level:
             name = run.snapshot[position]["filter"]
-            rows.append((originals[cid].image_id, text, text_hash(text), originals[cid].language, parents[cid],
-                         f"run {run.pk}: {name}"[:300], {"run": run.pk, "step": position, "filter": name}))
+            rows.append(_Child(originals[cid].image_id, text, text_hash(text), originals[cid].language, parents[cid],
+                               f"run {run.pk}: {name}"[:300], {"run": run.pk, "step": position, "filter": name}))
         found = insert(rows)
         for (cid, _), row in zip(level, rows):
-            parents[cid] = found.get((row[0], row[2], row[5]), parents[cid])
+            parents[cid] = found.get(row.key, parents[cid])
         depth += 1
 
 
-def _insert_children(rows: list[tuple]) -> dict[tuple, int]:
+class _Child(NamedTuple):
+    """A transformed caption to insert; ``key`` is its unique key (image, text hash, source)."""
+
+    image_id: int
+    text: str
+    text_hash: str
+    language: str
+    parent_id: int
+    source: str
+    metadata: dict
+
+    @property
+    def key(self) -> tuple:
+        return self.image_id, self.text_hash, self.source
+
+
+def _insert_children(rows: list[_Child]) -> dict[tuple, int]:
     """PostgreSQL: insert the child captions with one statement (arrays of values, ON CONFLICT DO NOTHING)
     and return {(image id, text hash, source): caption id}, looking up only those that were there
     already (a re-run chunk). The ORM's bulk_create and a lookup by IN lists cost 50 ms per 2,000."""
     table = Caption._meta.db_table
-    columns = list(zip(*rows))
-    image_ids, texts, hashes, languages, parent_ids, sources = (list(c) for c in columns[:6])
-    metadata = [orjson.dumps(m).decode() for m in columns[6]]
+    image_ids, texts, hashes, languages, parent_ids, sources, metadata = (list(c) for c in zip(*rows))
+    metadata = [orjson.dumps(m).decode() for m in metadata]
     found: dict[tuple, int] = {}
     with connection.cursor() as cursor:
         cursor.execute(
@@ -1007,28 +1022,26 @@ def _insert_children(rows: list[tuple]) -> dict[tuple, int]:
             [Caption.Origin.TRANSFORMED, image_ids, texts, hashes, languages, parent_ids, sources, metadata])
         for pk, image_id, digest, source in cursor.fetchall():
             found[(image_id, digest, source)] = pk
-        missing = [row for row in rows if (row[0], row[2], row[5]) not in found]
+        missing = [row.key for row in rows if row.key not in found]
         if missing:
             cursor.execute(
                 f"SELECT c.id, c.image_id, c.text_hash, c.source FROM {table} c "
                 "JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS u(i, h, s) "
                 "ON c.image_id = u.i AND c.text_hash = u.h AND c.source = u.s",
-                [[r[0] for r in missing], [r[2] for r in missing], [r[5] for r in missing]])
+                [list(column) for column in zip(*missing)])
             for pk, image_id, digest, source in cursor.fetchall():
                 found[(image_id, digest, source)] = pk
     return found
 
 
-def _insert_children_orm(rows: list[tuple]) -> dict[tuple, int]:
+def _insert_children_orm(rows: list[_Child]) -> dict[tuple, int]:
     """``_insert_children`` through the ORM (SQLite, the embedded default)."""
-    Caption.objects.bulk_create([
-        Caption(image_id=image_id, text=text, text_hash=digest, origin=Caption.Origin.TRANSFORMED, parent_id=parent,
-                source=source, language=language, metadata=metadata)
-        for image_id, text, digest, language, parent, source, metadata in rows], batch_size=1000, ignore_conflicts=True)
+    Caption.objects.bulk_create([Caption(origin=Caption.Origin.TRANSFORMED, **row._asdict()) for row in rows],
+                                batch_size=1000, ignore_conflicts=True)
     return {
         (c["image_id"], c["text_hash"], c["source"]): c["pk"]
         for c in Caption.objects.filter(
-            Q(image_id__in={r[0] for r in rows}) & Q(source__in={r[5] for r in rows})
+            Q(image_id__in={r.image_id for r in rows}) & Q(source__in={r.source for r in rows})
         ).values("pk", "image_id", "text_hash", "source")
     }
 
