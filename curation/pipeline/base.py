@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 KEEP, DROP, NA = "keep", "drop", "na"
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """One caption with its image, as the filters of one chunk see it.
 
@@ -44,7 +44,7 @@ class Item:
     entity_types: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     outcome: str  # KEEP, DROP or NA
     reason: str = ""  # a short code, e.g. "no_determiner", "too_small", "no_labels"

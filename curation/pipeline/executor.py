@@ -768,8 +768,25 @@ def _decision_tail(position: int, step: dict, decision: Decision, before: str, r
 
 def _plain_tail(head: str, decision: Decision, step: dict) -> str:
     """``_decision_tail`` of a step that is not a transform; ``head``: the step's position and filter
-    name as COPY text."""
-    return f"{head}{_tail_fields(decision, decision.details, step)}\t\t\n"
+    name as COPY text. A decision without details and with no score or a float one (most keeps: few
+    distinct outcomes, reasons and scores per step) takes its text from a bounded memo."""
+    details = decision.details
+    if not details:
+        score = decision.score
+        if score is None or type(score) is float:
+            # 0.0 and -0.0 are equal keys with different texts: a zero is keyed by its text
+            key = (head, decision.outcome, decision.reason, score if score else repr(score))
+            found = _PLAIN_TAILS.get(key)
+            if found is None:
+                found = f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+                if len(_PLAIN_TAILS) >= 50_000:
+                    _PLAIN_TAILS.clear()
+                _PLAIN_TAILS[key] = found
+            return found
+    return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+
+
+_PLAIN_TAILS: dict[tuple, str] = {}
 
 
 def _tail_fields(decision: Decision, details, step: dict) -> str:

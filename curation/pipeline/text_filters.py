@@ -68,11 +68,26 @@ def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
     found = _TABLES.get(key)
     if found is not None and found[0] is doc:
         return found[1]
+    global _ORTH_POS
+    if _ORTH_POS is None:
+        from spacy.attrs import ORTH, POS
+
+        _ORTH_POS = [ORTH, POS]
     texts, tags, skip = [], [], []
-    for token in doc:
-        texts.append(token.text)
-        tags.append(token.pos_)
-        skip.append(token.is_punct or token.is_space)
+    lexemes, names = _LEXEMES, _POS_NAMES
+    # One array of (orth, pos) ids per doc and memos from ids to strings: a Token object per token, and a
+    # string-store lookup per attribute, cost a third more.
+    for orth, pos in doc.to_array(_ORTH_POS).tolist():
+        lexeme = lexemes.get(orth)
+        if lexeme is None:
+            lex = doc.vocab[orth]
+            lexeme = _remember(lexemes, orth, (lex.orth_, lex.is_punct or lex.is_space))
+        texts.append(lexeme[0])
+        skip.append(lexeme[1])
+        name = names.get(pos)
+        if name is None:
+            name = names[pos] = doc.vocab.strings[pos] if pos else ""
+        tags.append(name)
     table = (texts, tags, skip)
     if len(_TABLES) >= 1024:
         _TABLES.clear()
@@ -81,6 +96,9 @@ def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
 
 
 _TABLES: dict[int, tuple] = {}
+_ORTH_POS = None  # spaCy's attribute ids, imported on first use (web processes never load spaCy)
+_LEXEMES: dict[int, tuple[str, bool]] = {}  # orth id -> (text, punctuation or space)
+_POS_NAMES: dict[int, str] = {}  # part-of-speech id -> its name
 
 
 class TextFilter(Filter):
@@ -391,9 +409,9 @@ class LanguageFilter(TextFilter):
         text = item.text[: self.params["max_chars"]]
         if not LETTER_RE.search(text):
             return drop("no_letters")
-        sample, tokens = self._sample_tokens(text)
-        if self._surely_english(sample, tokens):
+        if self._fast_english(text):
             return keep(score=1.0, language="en", method="vocabulary")
+        sample, _ = self._sample_tokens(text)
         values = self.detector.compute_language_confidence_values(sample)
         if not values or values[0].value <= 0:
             return drop("unknown_language")
@@ -426,6 +444,36 @@ class LanguageFilter(TextFilter):
         return (stops / words >= self.params["fast_english_stopword_share"]
                 and commons / words >= self.params["fast_english_common_share"])
 
+    def _fast_english(self, text: str) -> bool:
+        """``_surely_english`` of the text's sample (``_sample_tokens``), in one pass over its words with one
+        memo lookup each (most captions pass here, and each of the two in turn costs twice this)."""
+        if "en" not in self.accepted or not self.params["fast_english_stopword_share"]:
+            return False
+        words = _words(text)
+        memo = _LANGUAGE_WORDS
+        lettered = alphabetic = stops = commons = 0
+        plain = True
+        for index in range(1, len(words)):
+            word = words[index]
+            found = memo.get(word)
+            if found is None:
+                found = _language_word(word)
+            lower, has_letter, ascii_word, flags = found
+            if lower:
+                lettered += has_letter
+                plain = plain and ascii_word
+                if flags is not None:
+                    alphabetic += 1
+                    stops += flags[0]
+                    commons += flags[1]
+        minimum = self.params["min_lowercase_words"]
+        if lettered < minimum:  # the sample is the whole text
+            return self._surely_english(text)
+        if not plain or alphabetic < minimum or not alphabetic:
+            return False
+        return (stops / alphabetic >= self.params["fast_english_stopword_share"]
+                and commons / alphabetic >= self.params["fast_english_common_share"])
+
     def _sample(self, text: str) -> str:
         return self._sample_tokens(text)[0]
 
@@ -439,6 +487,15 @@ class LanguageFilter(TextFilter):
 
 _ENGLISH_WORDS: dict[str, tuple[int, int] | None] = {}
 _UNSEEN = object()
+# A word of ``_words`` -> (not capitalised, has a letter, plain ASCII, ``_english_word`` of it)
+_LANGUAGE_WORDS: dict[str, tuple] = {}
+
+
+def _language_word(word: str) -> tuple:
+    flags = _ENGLISH_WORDS.get(word, _UNSEEN)
+    if flags is _UNSEEN:
+        flags = _english_word(word)
+    return _remember(_LANGUAGE_WORDS, word, (not word[0].isupper(), _word_shape(word)[0], word.isascii(), flags))
 
 
 def _english_word(token: str) -> tuple[int, int] | None:
@@ -813,7 +870,8 @@ class _ProfanityIndex:
         self.by_length = {n: re.compile("|".join(sorted(alts))) for n, alts in by_length.items()}
         self.first_by_length = {n: re.compile("|".join(sorted(set(alts)))) for n, alts in first_by_length.items()}
         self.phrases = re.compile(r"(?<!\S)(?:" + "|".join(phrases) + r")(?!\S)") if phrases else None
-        self.memo: dict[str, tuple[bool, bool]] = {}
+        self.memo: dict[str, int] = {}  # token -> its code
+        self.word_memo: dict[str, int] = {}  # a word of ``_words`` -> the codes of its tokens
 
     def _lookup(self, token: str) -> int:
         """HIT when the token is a listed word, plus FIRST when it can begin a listed phrase."""
@@ -827,10 +885,30 @@ class _ProfanityIndex:
             self.memo[token] = code
         return code
 
+    def _word_code(self, word: str) -> int:
+        """The codes of a word's tokens, combined; remembered per word."""
+        code = 0
+        for token in PROFANITY_TOKEN_RE.findall(word.lower()):
+            code |= self._lookup(token)
+        return _remember(self.word_memo, word, code)
+
     def _profane(self, token: str) -> bool:
         return bool(self._lookup(token) & _HIT)
 
     def find(self, text: str) -> list[str]:
+        if text.isascii() and "@" not in text and "$" not in text and "*" not in text:
+            # Then the tokens are the letter and digit runs of the text, each inside one of its words
+            # (``_words``, which the other word-counting filters have read already): when no word holds a
+            # listed word or the start of a listed phrase, nothing is found.
+            memo = self.word_memo
+            for word in _words(text):
+                code = memo.get(word)
+                if code is None:
+                    code = self._word_code(word)
+                if code:
+                    break
+            else:
+                return []
         tokens = PROFANITY_TOKEN_RE.findall(text.lower())
         get, lookup = self.memo.get, self._lookup
         codes = [get(t) for t in tokens]
