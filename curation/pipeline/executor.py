@@ -768,22 +768,34 @@ def _decision_tail(position: int, step: dict, decision: Decision, before: str, r
 
 def _plain_tail(head: str, decision: Decision, step: dict) -> str:
     """``_decision_tail`` of a step that is not a transform; ``head``: the step's position and filter
-    name as COPY text. A decision without details and with no score or a float one (most keeps: few
-    distinct outcomes, reasons and scores per step) takes its text from a bounded memo."""
+    name as COPY text. Most decisions recur: few outcomes, reasons and scores per step, and small
+    details of words and counts. One whose score is a number or None and whose details' values are
+    strings or integers takes its text from a bounded memo."""
     details = decision.details
-    if not details:
-        score = decision.score
-        if score is None or type(score) is float:
-            # 0.0 and -0.0 are equal keys with different texts: a zero is keyed by its text
-            key = (head, decision.outcome, decision.reason, score if score else repr(score))
-            found = _PLAIN_TAILS.get(key)
-            if found is None:
-                found = f"{head}{_tail_fields(decision, details, step)}\t\t\n"
-                if len(_PLAIN_TAILS) >= 50_000:
-                    _PLAIN_TAILS.clear()
-                _PLAIN_TAILS[key] = found
-            return found
-    return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+    score = decision.score
+    kind = type(score)
+    # Keys keep apart what compares equal but reads differently: 0.0 and -0.0, 1 and 1.0, True and 1.
+    if score is None or (kind is float and score):
+        score_key = score
+    elif kind is float or kind is int:
+        score_key = repr(score)
+    else:
+        return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+    if details:
+        for value in details.values():
+            kind = type(value)
+            if kind is not str and kind is not int:
+                return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+        key = (head, decision.outcome, decision.reason, score_key, tuple(details.items()))
+    else:
+        key = (head, decision.outcome, decision.reason, score_key)
+    found = _PLAIN_TAILS.get(key)
+    if found is None:
+        found = f"{head}{_tail_fields(decision, details, step)}\t\t\n"
+        if len(_PLAIN_TAILS) >= 50_000:
+            _PLAIN_TAILS.clear()
+        _PLAIN_TAILS[key] = found
+    return found
 
 
 _PLAIN_TAILS: dict[tuple, str] = {}

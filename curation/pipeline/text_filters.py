@@ -14,6 +14,7 @@ built once per process: web processes that only list filters never load them.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 
 from .base import KEEP, Decision, Filter, Item, drop, keep
@@ -556,10 +557,10 @@ class NounRatio(TextFilter):
         if unparsed:
             return unparsed
         _, all_tags, skip = _token_table(item.doc)
-        tags = [tag for tag, skipped in zip(all_tags, skip) if not skipped]
+        tags = [tag for tag, skipped in zip(all_tags, skip) if not skipped] if True in skip else all_tags
         if not tags:
             return drop("no_words")
-        nouns = sum(tag == "NOUN" or (tag == "PROPN" and self.params["proper_nouns_are_nouns"]) for tag in tags)
+        nouns = tags.count("NOUN") + (tags.count("PROPN") if self.params["proper_nouns_are_nouns"] else 0)
         ratio = round(nouns / len(tags), 4)
         if ratio > self.params["max_ratio"]:
             return drop("high_noun_ratio", score=ratio, nouns=nouns, tokens=len(tags))
@@ -579,10 +580,10 @@ class UniqueWordRatio(TextFilter):
     score_thresholds = ("min_ratio",)
 
     def decide(self, item):
-        words = [w.lower() for w in _words(item.text)]
+        words = _words(item.text)
         if not words:
             return drop("no_words")
-        unique = len(set(words))
+        unique = len(set(map(str.lower, words)))
         ratio = round(unique / len(words), 4)
         if ratio < self.params["min_ratio"]:
             return drop("low_unique_ratio", score=ratio, unique=unique, words=len(words))
@@ -623,17 +624,21 @@ class TokenRepetition(TextFilter):
         words = _words(item.text)
         if not words:
             return drop("no_words")
-        counts: dict[str, int] = {}
-        memo = _CONTENT_WORDS
+        contents = []
+        get = _CONTENT_WORDS.get
         for word in words:
-            content = memo.get(word, _UNSEEN)
+            content = get(word, _UNSEEN)
             if content is _UNSEEN:
                 content = _content_word(word, self.stop)
             if content is not None:
-                counts[content] = counts.get(content, 0) + 1
-        total = sum(counts.values())
-        rate = round(1 - len(counts) / total, 4) if total else 0.0
-        token, most = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
+                contents.append(content)
+        total = len(contents)
+        distinct = len(set(contents))
+        rate = round(1 - distinct / total, 4) if total else 0.0
+        if distinct == total:  # each once (or none): the first is a most frequent one
+            token, most = (contents[0], 1) if total else ("", 0)
+        else:  # the first of the most frequent, in order of first occurrence
+            token, most = Counter(contents).most_common(1)[0]
         if most > self.params["max_repeats"]:
             return drop("repeated_token", score=rate, token=token[:100], count=most)
         if rate > self.params["max_rate"]:
