@@ -6,6 +6,7 @@ Scenarios (each in fresh child processes; spaCy is loaded before timing starts i
   cc-distinct   the conceptual-captions TEXT steps over N distinct alt-text captions
   cc-dup30      the same with 30% exact duplicate texts (normal in web alt-text)
   cc-2workers   cc-distinct with two worker processes, each taking the next pending chunk when it is free
+                (their clocks start together, once both have loaded spaCy)
   cc-preset-dup30  the preset's whole text path (text filters, label overlap, hypernymization, rare entity
                 types) over the cc-dup30 captions
   ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
@@ -143,6 +144,7 @@ def child_pipeline(args):
             row = cursor.fetchone()
         return None if row is None else row[0]
 
+    _barrier(Path(args.ready), args.worker, args.workers)
     done = 0
     start = time.perf_counter()
     while (index := next_chunk()) is not None:
@@ -150,6 +152,16 @@ def child_pipeline(args):
         done += 1
     elapsed = time.perf_counter() - start
     print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib()}))
+
+
+def _barrier(folder: Path, worker: int, workers: int) -> None:
+    """Wait until every worker of the run has loaded spaCy and warmed its filters: the clocks start
+    together, as for Celery workers already running when a run is queued. (Loading takes 2-4 s and
+    differs between processes; a worker that starts early takes more chunks, and the run's wall time
+    would measure the stagger.)"""
+    (folder / f"ready-{worker}").touch()
+    while len(list(folder.glob("ready-*"))) < workers:
+        time.sleep(0.005)
 
 
 # --- The parent -------------------------------------------------------------------------------------
@@ -217,8 +229,10 @@ def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=No
         measured = {}
         for workers in workers_list:
             run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
+            ready = tmp / f"ready-{run_id}"
+            ready.mkdir()
             procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w),
-                            "--texts", str(texts_file))
+                            "--texts", str(texts_file), "--ready", str(ready))
                      for w in range(workers)]
             results = [_result(p) for p in procs]
             wall = max(r["seconds"] for r in results)
@@ -309,6 +323,7 @@ if __name__ == "__main__":
         p.add_argument("--run", type=int)
         p.add_argument("--workers", type=int, default=1)
         p.add_argument("--worker", type=int, default=0)
+        p.add_argument("--ready", help="a folder where the workers of a run meet before their clocks start")
         a = p.parse_args(sys.argv[3:])
         {"raw": child_raw, "pipeline": child_pipeline}[kind](a)
     else:

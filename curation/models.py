@@ -365,6 +365,9 @@ class RunChunk(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     seconds = models.FloatField(null=True, blank=True)
+    # {step: {outcome: decisions}} that the chunk wrote, saved with its being done: the run's funnel is
+    # their sum (plus the run-level steps), not a count over the run's decisions (a dozen rows per caption).
+    counts = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "index"]

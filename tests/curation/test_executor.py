@@ -134,6 +134,47 @@ def test_an_override_changes_the_funnel_and_keeps_its_history(collection, monkey
     assert decision.final_outcome == "keep" and decision.reviews.get().note == "sarcasm, fine"
 
 
+def test_the_funnel_is_the_sum_of_the_chunks_counts_and_equals_a_count_of_the_decisions(collection, monkeypatch):
+    # Image drops, a transform, a failing chunk (its decisions roll back) and a run-level step.
+    Caption.objects.create(image=Image.objects.get(external_id="i0"), text="this will explode", origin="alt_text")
+    Image.objects.create(collection=collection, external_id="i3", width=300, height=200, format="JPEG",
+                         sha256="3" * 64, status="ready")
+    for text in ("a bad dog", "a good dog", "stock photo a cat"):
+        Caption.objects.create(image=Image.objects.get(external_id="i3"), text=text, origin="alt_text")
+    run = run_it(collection, monkeypatch=monkeypatch)
+    assert run.chunks_failed == 1 and run.chunks_done == 1
+    done = run.chunks.get(status=RunChunk.Status.DONE)
+    assert done.counts == {"0": {"keep": 2}, "1": {"keep": 5}, "2": {"keep": 3, "drop": 2}}  # images i2 and i3
+    assert run.chunks.get(status=RunChunk.Status.FAILED).counts is None
+    assert run.funnel == executor.compute_funnel(run)
+    assert {row["filter"]: row["dropped"] for row in run.funnel} == {
+        "test_wide_enough": 0, "test_strip_stock": 0, "test_no_bad_words": 2, "test_one_per_image": 1}
+
+
+def test_an_override_made_while_the_run_goes_is_counted_in_the_funnel_it_ends_with(collection, monkeypatch, alice):
+    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    run = run_create(collection=collection, pipeline=Pipeline.objects.create(name="mid", steps=STEPS), enqueue=False)
+    executor.start(run.pk, enqueue=lambda run_id, index: None)
+    first, second = RunChunk.objects.filter(run=run).order_by("index")
+    executor.run_chunk(run.pk, first.index)
+    narrow = FilterDecision.objects.get(run=run, reason="too_narrow")
+    decision_override(decision=narrow, outcome="keep", note="wide enough for us", user=alice)
+    executor.run_chunk(run.pk, second.index)
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.DONE
+    assert run.funnel == executor.compute_funnel(run)
+    assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
+
+
+def test_chunks_done_without_counts_fall_back_to_counting_the_decisions(collection, monkeypatch):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    expected = run.funnel
+    run.chunks.update(counts=None)  # chunks done before counts were kept
+    run.funnel = []
+    executor.finalise(run)
+    assert run.funnel == expected == executor.compute_funnel(run)
+
+
 def test_unknown_filters_and_parameters_are_refused_before_a_run_starts(collection):
     from curation.errors import IngestError
 

@@ -40,6 +40,9 @@ def _run(collection, sub_batch, chunk_images, monkeypatch, steps=STEPS, step_by_
     for chunk in RunChunk.objects.filter(run=run).order_by("index"):
         executor.run_chunk(run.pk, chunk.index)
     run.refresh_from_db()
+    # The funnel is the sum of what the chunks counted as they wrote (group entries, step by step, text-keyed,
+    # run-level): it must be a count of the decisions written.
+    assert run.funnel == executor.compute_funnel(run)
     return run
 
 
