@@ -1169,7 +1169,11 @@ def _funnel_from_chunks(run: FilterRun, run_level: dict[str, dict[str, int]]) ->
                 row[outcome] = row.get(outcome, 0) + n
     for position, outcomes in run_level.items():
         totals[int(position)] = dict(outcomes)
-    if Review.objects.filter(decision__run_id=run.pk).exists():
+    # Overrides are Reviews: those made since the run was created, then whether one is of this run's
+    # decisions (by primary key). Joining the run's decisions to the reviews instead reads every decision
+    # of the run (the planner has no statistics on a table this fresh): 0.2 s per 20,000 captions.
+    recent = list(Review.objects.filter(created_at__gte=run.created_at).values_list("decision_id", flat=True)[:10_001])
+    if len(recent) > 10_000 or (recent and FilterDecision.objects.filter(pk__in=recent, run_id=run.pk).exists()):
         return None
     return _funnel_rows(run, totals)
 
