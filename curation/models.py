@@ -426,6 +426,8 @@ class Review(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Finalising a run looks for overrides made since it was created (see executor._funnel_from_chunks).
+        indexes = [models.Index(fields=["created_at"], name="review_created_idx")]
 
 
 class CaptionSeed(models.Model):
