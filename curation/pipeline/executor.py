@@ -818,31 +818,36 @@ def _plain_tail(head: str, decision: Decision, step: dict) -> str:
     name as COPY text. Most decisions recur: few outcomes, reasons and scores per step, and small
     details of words and counts. One whose score is a number or None and whose details' values are
     strings or integers takes its text from a bounded memo."""
-    details = decision.details
+    key = _plain_key(head, decision)
+    found = None if key is None else _PLAIN_TAILS.get(key)
+    if found is None:
+        found = f"{head}{_tail_fields(decision, decision.details, step)}\t\t\n"
+        if key is not None:
+            if len(_PLAIN_TAILS) >= 50_000:
+                _PLAIN_TAILS.clear()
+            _PLAIN_TAILS[key] = found
+    return found
+
+
+def _plain_key(head: str, decision: Decision) -> tuple | None:
+    """The memo key of a decision's tail, or None when it is not memoised. Keys keep apart what compares
+    equal but reads differently: 0.0 and -0.0, 1 and 1.0, True and 1."""
     score = decision.score
     kind = type(score)
-    # Keys keep apart what compares equal but reads differently: 0.0 and -0.0, 1 and 1.0, True and 1.
     if score is None or (kind is float and score):
         score_key = score
     elif kind is float or kind is int:
         score_key = repr(score)
     else:
-        return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
-    if details:
-        for value in details.values():
-            kind = type(value)
-            if kind is not str and kind is not int:
-                return f"{head}{_tail_fields(decision, details, step)}\t\t\n"
-        key = (head, decision.outcome, decision.reason, score_key, tuple(details.items()))
-    else:
-        key = (head, decision.outcome, decision.reason, score_key)
-    found = _PLAIN_TAILS.get(key)
-    if found is None:
-        found = f"{head}{_tail_fields(decision, details, step)}\t\t\n"
-        if len(_PLAIN_TAILS) >= 50_000:
-            _PLAIN_TAILS.clear()
-        _PLAIN_TAILS[key] = found
-    return found
+        return None
+    details = decision.details
+    if not details:
+        return (head, decision.outcome, decision.reason, score_key)
+    for value in details.values():
+        kind = type(value)
+        if kind is not str and kind is not int:
+            return None
+    return (head, decision.outcome, decision.reason, score_key, tuple(details.items()))
 
 
 _PLAIN_TAILS: dict[tuple, str] = {}

@@ -412,7 +412,7 @@ class LanguageFilter(TextFilter):
             return drop("no_letters")
         if self._fast_english(text):
             return keep(score=1.0, language="en", method="vocabulary")
-        sample, _ = self._sample_tokens(text)
+        sample = self._sample(text)
         values = self.detector.compute_language_confidence_values(sample)
         if not values or values[0].value <= 0:
             return drop("unknown_language")
@@ -424,15 +424,15 @@ class LanguageFilter(TextFilter):
             return drop("wrong_language", score=relative, **details)
         return keep(score=relative, **details)
 
-    def _surely_english(self, sample: str, tokens: list[str] | None = None) -> bool:
-        """``tokens``: the sample's whitespace-separated tokens, when the caller has them."""
+    def _surely_english(self, sample: str) -> bool:
+        """Whether a plain-ASCII sample is English by its words alone (see the fast_english_* parameters)."""
         if "en" not in self.accepted or not self.params["fast_english_stopword_share"] or not sample.isascii():
             return False
         # (stop word, common word) for each alphabetic word (lower-cased, punctuation stripped); the
         # shares are those of informativeness.english_stopword_share and common_english_share.
         memo = _ENGLISH_WORDS
         words = stops = commons = 0
-        for token in sample.split() if tokens is None else tokens:
+        for token in sample.split():
             flags = memo.get(token, _UNSEEN)
             if flags is _UNSEEN:
                 flags = _english_word(token)
@@ -440,13 +440,17 @@ class LanguageFilter(TextFilter):
                 words += 1
                 stops += flags[0]
                 commons += flags[1]
+        return self._english_shares(words, stops, commons)
+
+    def _english_shares(self, words: int, stops: int, commons: int) -> bool:
+        """Enough alphabetic words, and enough of them stop words and common English words."""
         if not words or words < self.params["min_lowercase_words"]:
             return False
         return (stops / words >= self.params["fast_english_stopword_share"]
                 and commons / words >= self.params["fast_english_common_share"])
 
     def _fast_english(self, text: str) -> bool:
-        """``_surely_english`` of the text's sample (``_sample_tokens``), in one pass over its words with one
+        """``_surely_english`` of the text's sample (``_sample``), in one pass over its words with one
         memo lookup each (most captions pass here, and each of the two in turn costs twice this)."""
         if "en" not in self.accepted or not self.params["fast_english_stopword_share"]:
             return False
@@ -467,23 +471,17 @@ class LanguageFilter(TextFilter):
                     alphabetic += 1
                     stops += flags[0]
                     commons += flags[1]
-        minimum = self.params["min_lowercase_words"]
-        if lettered < minimum:  # the sample is the whole text
+        if lettered < self.params["min_lowercase_words"]:  # the sample is the whole text
             return self._surely_english(text)
-        if not plain or alphabetic < minimum or not alphabetic:
-            return False
-        return (stops / alphabetic >= self.params["fast_english_stopword_share"]
-                and commons / alphabetic >= self.params["fast_english_common_share"])
+        return plain and self._english_shares(alphabetic, stops, commons)
 
     def _sample(self, text: str) -> str:
-        return self._sample_tokens(text)[0]
-
-    def _sample_tokens(self, text: str) -> tuple[str, list[str] | None]:
-        """The text detection reads, and its whitespace-separated tokens when they are known already."""
+        """The text detection reads: its words after the first that do not start with a capital, when there
+        are enough of them with a letter; else the whole text."""
         lower = [w for w in _words(text)[1:] if not w[0].isupper()]
         if sum(1 for w in lower if _word_shape(w)[0]) >= self.params["min_lowercase_words"]:
-            return " ".join(lower), lower  # words hold no whitespace: these are the sample's tokens
-        return text, None
+            return " ".join(lower)
+        return text
 
 
 _ENGLISH_WORDS: dict[str, tuple[int, int] | None] = {}
