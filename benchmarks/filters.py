@@ -272,7 +272,9 @@ def main() -> int:
     with scratch_database(base, "captionlab_bench_filters") as db, tempfile.TemporaryDirectory() as tmp:
         os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
         os.environ.pop("REDIS_URL", None)
-        env = db.env
+        # Workers run as in production: with DEBUG on, Django would also keep every query and render it with
+        # its parameters (the chunk's id arrays included) for the debug log.
+        env = {**db.env, "DEBUG": "false"}
         tmp = Path(tmp)
         if args.only in (None, "cc"):
             for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):

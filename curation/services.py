@@ -130,16 +130,16 @@ def run_create(*, collection: Collection, pipeline, user=None, enqueue: bool = T
 def decision_override(*, decision, outcome: str, note: str = "", user=None):
     """A curator's override of one decision, kept with its history; the run's funnel is recounted."""
     from .models import FilterDecision, Review
-    from .pipeline.executor import compute_funnel
+    from .pipeline.executor import compute_funnel, funnel_lock
 
     if outcome not in FilterDecision.Outcome.values:
         raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")
-    with transaction.atomic():
+    with funnel_lock(decision.run_id):  # the review and the recount that includes it commit together
         Review.objects.create(decision=decision, outcome=outcome, note=note, user=user)
         FilterDecision.objects.filter(pk=decision.pk).update(override="" if outcome == decision.outcome else outcome)
-    run = decision.run
-    run.funnel = compute_funnel(run)
-    run.save(update_fields=["funnel"])
+        run = decision.run
+        run.funnel = compute_funnel(run)
+        run.save(update_fields=["funnel"])
     decision.refresh_from_db()
     return decision
 
@@ -147,16 +147,16 @@ def decision_override(*, decision, outcome: str, note: str = "", user=None):
 def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:
     """Bulk override (one Review per decision), then one recount."""
     from .models import FilterDecision, Review
-    from .pipeline.executor import compute_funnel
+    from .pipeline.executor import compute_funnel, funnel_lock
 
     if outcome not in FilterDecision.Outcome.values:
         raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")
     decisions = list(decisions)
-    with transaction.atomic():
+    with funnel_lock(*(d.run_id for d in decisions)):
         Review.objects.bulk_create([Review(decision=d, outcome=outcome, note=note, user=user) for d in decisions])
         for d in decisions:
             FilterDecision.objects.filter(pk=d.pk).update(override="" if outcome == d.outcome else outcome)
-    for run in {d.run for d in decisions}:
-        run.funnel = compute_funnel(run)
-        run.save(update_fields=["funnel"])
+        for run in {d.run_id: d.run for d in decisions}.values():
+            run.funnel = compute_funnel(run)
+            run.save(update_fields=["funnel"])
     return len(decisions)

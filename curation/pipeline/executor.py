@@ -1155,10 +1155,31 @@ def finalise(run: FilterRun) -> None:
             decisions.append(_decision_row(run, position, step, item, decision, item.text))
             tally[decision.outcome] = tally.get(decision.outcome, 0) + 1
         write_decisions(decisions)
-    run.funnel = _funnel_from_chunks(run, run_level)
-    if run.funnel is None:
-        run.funnel = compute_funnel(run)
-    run.save(update_fields=["funnel"])
+    with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
+        run.funnel = _funnel_from_chunks(run, run_level)
+        if run.funnel is None:
+            run.funnel = compute_funnel(run)
+        run.save(update_fields=["funnel"])
+
+
+# The class (first key) of the PostgreSQL advisory locks that serialise the writers of a run's funnel.
+FUNNEL_LOCK_CLASS = 0x434C46  # "CLF"
+
+
+@contextmanager
+def funnel_lock(*run_ids: int):
+    """A transaction in which no other writer of these runs' funnels runs: finalising a run (the funnel
+    from the chunks' counts, unless an override was made) and overriding decisions (a review, then a
+    recount). Without it an override committed while finalise reads could be missed by the funnel it
+    saves, and two overrides' recounts could be saved in the wrong order. On PostgreSQL a transaction-level
+    advisory lock per run (chunks, which update the run's row as they finish, do not wait for it);
+    SQLite, the embedded default, runs one writer at a time anyway."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                for run_id in sorted(set(run_ids)):  # one order for everyone: no deadlock
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [FUNNEL_LOCK_CLASS, run_id % 2**31])
+        yield
 
 
 def _funnel_from_chunks(run: FilterRun, run_level: dict[str, dict[str, int]]) -> list[dict] | None:
@@ -1419,4 +1440,4 @@ def progress(run: FilterRun) -> dict:
 
 
 __all__ = ["PipelineError", "validate_steps", "start", "run_chunk", "chunk_failed", "finish", "progress",
-           "compute_funnel", "save_artifact", "load_artifact_state"]
+           "compute_funnel", "funnel_lock", "save_artifact", "load_artifact_state"]
