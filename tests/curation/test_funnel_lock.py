@@ -38,13 +38,25 @@ def _thread(name, target, errors):
     return thread
 
 
-def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funnel(collection, monkeypatch, alice):  # noqa: F811
+def _first_chunk_done(collection, monkeypatch, name):
+    """A run in two chunks with the first done: (the run, its second chunk, a decision of the first)."""
     monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
-    run = run_create(collection=collection, pipeline=Pipeline.objects.create(name="race", steps=STEPS), enqueue=False)
+    run = run_create(collection=collection, pipeline=Pipeline.objects.create(name=name, steps=STEPS), enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)
     first, second = RunChunk.objects.filter(run=run).order_by("index")
     executor.run_chunk(run.pk, first.index)
-    narrow = FilterDecision.objects.get(run=run, reason="too_narrow")
+    return run, second, FilterDecision.objects.get(run=run, reason="too_narrow")
+
+
+def _assert_done_counting_the_override(run, compute_funnel):
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.DONE
+    assert run.funnel == compute_funnel(run)
+    assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
+
+
+def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funnel(collection, monkeypatch, alice):  # noqa: F811
+    run, second, narrow = _first_chunk_done(collection, monkeypatch, "race")
 
     # Hold finalise between reading the overrides and saving the funnel it sums from the chunks' counts,
     # while the override is made: the window in which an unserialised override is lost.
@@ -72,19 +84,11 @@ def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funn
     overriding.join(timeout=30)
     assert not finishing.is_alive() and not overriding.is_alive() and not errors, errors
 
-    run.refresh_from_db()
-    assert run.status == FilterRun.Status.DONE
-    assert run.funnel == executor.compute_funnel(run)
-    assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
+    _assert_done_counting_the_override(run, executor.compute_funnel)
 
 
 def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, monkeypatch, alice):  # noqa: F811
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
-    run = run_create(collection=collection, pipeline=Pipeline.objects.create(name="race2", steps=STEPS), enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    first, second = RunChunk.objects.filter(run=run).order_by("index")
-    executor.run_chunk(run.pk, first.index)
-    narrow = FilterDecision.objects.get(run=run, reason="too_narrow")
+    run, second, narrow = _first_chunk_done(collection, monkeypatch, "race2")
 
     # Hold the override inside its transaction (its review made, not committed) while the run finalises.
     inside, go = threading.Event(), threading.Event()
@@ -111,7 +115,4 @@ def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, mon
     finishing.join(timeout=30)
     assert not finishing.is_alive() and not overriding.is_alive() and not errors, errors
 
-    run.refresh_from_db()
-    assert run.status == FilterRun.Status.DONE
-    assert run.funnel == recount(run)
-    assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
+    _assert_done_counting_the_override(run, recount)
