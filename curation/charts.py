@@ -134,8 +134,12 @@ def funnel_svg(rows: list[dict], links: list[str] | None = None) -> SafeString:
                 f"<title>{escape(tip)}</title></rect>"
             )
             x += w
-        summary = f"{fmt_pct(row['pct_left'])}% · −{row['dropped']:,}"
-        share = f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)"
+        # "−0 (0.0% of entered)" under a step that dropped nothing reads as noise: it says "none dropped".
+        if row["dropped"]:
+            summary = f"{fmt_pct(row['pct_left'])}% · −{row['dropped']:,}"
+            share = f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)"
+        else:
+            summary, share = f"{fmt_pct(row['pct_left'])}%", "none dropped"
         group.append(
             f'<text x="{value_x}" y="{y + bar_h - 4}"><tspan font-weight="600" fill="#1c2330">{escape(summary)}</tspan>'
             f'<tspan dx="6" font-size="11" fill="#5d6778">{escape(share)}</tspan></text>')

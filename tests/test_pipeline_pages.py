@@ -635,6 +635,11 @@ def test_the_funnel_counts_each_unit_from_its_own_start_and_escapes_labels():
     svg = charts.funnel_svg(rows, links=["/x?a=1&b=2", "", ""])
     assert "Size &lt;b&gt;" in svg and "<b>" not in svg
     assert 'href="/x?a=1&amp;b=2"' in svg
+    assert "−299" in svg and "(29.9% of entered)" in svg and "none dropped" not in svg
+    kept_all = charts.funnel_rows([{"step": 0, "filter": "a", "label": "Size", "target": "image", "entered": 5,
+                                    "kept": 5, "dropped": 0, "not_applicable": 0}])
+    svg = charts.funnel_svg(kept_all)
+    assert "none dropped" in svg and "−0" not in svg and "of entered" not in svg
 
 
 def test_thresholds_are_the_numeric_min_and_max_parameters():
