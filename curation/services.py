@@ -154,8 +154,9 @@ def decisions_override(*, decisions, outcome: str, note: str = "", user=None) ->
     decisions = list(decisions)
     with funnel_lock(*(d.run_id for d in decisions)):
         Review.objects.bulk_create([Review(decision=d, outcome=outcome, note=note, user=user) for d in decisions])
-        for d in decisions:
-            FilterDecision.objects.filter(pk=d.pk).update(override="" if outcome == d.outcome else outcome)
+        # Two statements, not one per decision: an override equal to the filter's outcome clears it.
+        FilterDecision.objects.filter(pk__in=[d.pk for d in decisions if d.outcome == outcome]).update(override="")
+        FilterDecision.objects.filter(pk__in=[d.pk for d in decisions if d.outcome != outcome]).update(override=outcome)
         for run in {d.run_id: d.run for d in decisions}.values():
             run.funnel = compute_funnel(run)
             run.save(update_fields=["funnel"])
