@@ -40,6 +40,10 @@ def load(needs: frozenset[str]):
 
     wanted = closure(needs)
     nlp = spacy.load(settings.SPACY_MODEL, exclude=[c for c in ALL if c not in wanted])
+    if settings.SPACY_COMPILED_RULER:
+        from .ruler import install
+
+        install(nlp)
     _freeze_heap()
     return nlp
 
