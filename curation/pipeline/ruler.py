@@ -47,8 +47,8 @@ class Unsupported(ValueError):
     """A rule the compiled matcher does not reproduce exactly."""
 
 
-def _token_spec(spec: dict, strings, columns: dict) -> tuple[tuple, list]:
-    """(equalities as ((column, value), ...) sorted, other tests as [(column, kind, values or regex)]:
+def _token_spec(spec: dict, strings, columns: dict) -> tuple[tuple, tuple]:
+    """(equalities as ((column, value), ...) sorted, other tests as ((column, kind, values or regex), ...):
     kind True for IN, False for NOT_IN, _REGEX for a regular expression searched in the value's string,
     as the Matcher's predicates do)."""
     from spacy.strings import get_string_id
@@ -101,10 +101,10 @@ class CompiledMatcher:
                 if not pattern or not all(isinstance(spec, dict) for spec in pattern):
                     raise Unsupported(f"pattern {pattern!r}")
                 specs = [_token_spec(spec, strings, columns) for spec in pattern]
-                first_equal, first_sets = specs[0]
+                first_equal, first_tests = specs[0]
                 key_columns = tuple(c for c, _ in first_equal)
                 key = tuple(v for _, v in first_equal)
-                tables[key_columns][key].append((rule, first_sets, tuple(specs[1:])))
+                tables[key_columns][key].append((rule, first_tests, tuple(specs[1:])))
         self.attr_ids = [IDS[name] for name in sorted(columns, key=columns.get)]
         # The empty key (a first token with no equality test) matches every token.
         self.tables = [(cols, dict(table)) for cols, table in tables.items()]
