@@ -1,6 +1,6 @@
 """Filter pipeline benchmark: database rows in, decisions out, against raw spaCy ``nlp.pipe``.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/filters.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python benchmarks/filters.py
 
 Scenarios (each in fresh child processes; spaCy is loaded before timing starts in both):
   cc-distinct   the conceptual-captions TEXT steps over N distinct alt-text captions
@@ -157,7 +157,9 @@ def child_pipeline(args):
         executor.run_chunk(run.pk, index)
         done += 1
     elapsed = time.perf_counter() - start
-    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib()}))
+    from curation.pipeline import shared
+
+    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib(), "shared": shared.STATS}))
 
 
 def _barrier(folder: Path, worker: int, workers: int) -> None:
@@ -251,6 +253,11 @@ def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=No
                             "--texts", str(texts_file), "--ready", str(ready))
                      for w in range(workers)]
             results = [_result(p) for p in procs]
+            if workers > 1:
+                fetched = sum(r["shared"]["fetched"] for r in results)
+                published = sum(r["shared"]["published"] for r in results)
+                print(f"  {name} {workers} workers: {published:,} entries published to the run's shared decisions, "
+                      f"{fetched:,} fetched by a worker that had not decided them", flush=True)
             wall = max(r["seconds"] for r in results)
             measured[workers] = (len(texts) / wall, max(r["peak_mib"] for r in results))
         rounds.append(measured)
@@ -282,6 +289,9 @@ def main() -> int:
     parser.add_argument("--captions", type=int, default=20_000)
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--only", choices=["cc", "cc-preset", "ava"], help="run one family of scenarios")
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""),
+                        help="Redis for the workers, as in production (default: REDIS_URL): the workers of a run "
+                             "share the decisions of repeated texts through it; without it each keeps its own")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of pipeline runs, each between two baseline runs; medians are reported")
     args = parser.parse_args()
@@ -298,6 +308,11 @@ def main() -> int:
         # Workers run as in production: with DEBUG on, Django would also keep every query and render it with
         # its parameters (the chunk's id arrays included) for the debug log.
         env = {**db.env, "DEBUG": "false"}
+        if args.redis_url:  # the runs are started here (start() publishes the repeated texts) and run there
+            os.environ["REDIS_URL"] = env["REDIS_URL"] = args.redis_url
+            print(f"Redis {args.redis_url}: the workers of a run share the decisions of its repeated texts")
+        else:
+            print("no Redis (--redis-url or REDIS_URL): each worker keeps the decisions it made to itself")
         tmp = Path(tmp)
         if args.only in (None, "cc"):
             for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):

@@ -28,7 +28,7 @@ from django.db.models import F, Max, Q, Value
 from django.utils import timezone
 
 from ..models import Caption, FilterArtifact, FilterDecision, FilterRun, Image, RunChunk, text_hash
-from . import nlp, registry
+from . import nlp, registry, shared
 from .base import DROP, KEEP, NA, Decision, Filter, Item
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,9 @@ def _labels(metadata: dict) -> list[str]:
     return out
 
 
-def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
-    """Image items (caption_id None) by image id, and caption items, for one chunk."""
+def load_items(image_ids: list[int], hashes: list[str] | None = None) -> tuple[dict[int, Item], list[Item]]:
+    """Image items (caption_id None) by image id, and caption items, for one chunk. ``hashes``, when given,
+    receives each caption item's ``text_hash``, in order."""
     image_rows, caption_rows = _item_rows(image_ids)
     images = {}
     for pk, fmt, width, height, sha256, phash, status, file_name, metadata in image_rows:
@@ -149,7 +150,9 @@ def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
                           file_name or "", _labels(metadata) if metadata else [], metadata)
     captions = []
     append = captions.append
-    for pk, image_id, text, language in caption_rows:
+    if hashes is not None:
+        hashes.extend(row[4] for row in caption_rows)
+    for pk, image_id, text, language, _ in caption_rows:
         image = images[image_id]
         append(Item(pk, image_id, text, text, language, None, image.image_format, image.width, image.height,
                     image.sha256, image.phash, image.image_status, image.file_name, image.labels, image.metadata))
@@ -165,7 +168,7 @@ def _item_rows(image_ids: list[int]):
         fields = ["pk", *image_columns[1:]]
         return (Image.objects.filter(pk__in=image_ids).values_list(*fields),
                 Caption.objects.filter(image_id__in=image_ids).exclude(origin__in=SKIP_ORIGINS).order_by("pk")
-                .values_list("pk", "image_id", "text", "language"))
+                .values_list("pk", "image_id", "text", "language", "text_hash"))
     ids = list(image_ids)
     if not ids:
         return [], []
@@ -186,7 +189,7 @@ def _item_rows(image_ids: list[int]):
             f"WHERE id BETWEEN %s AND %s{members.format('id')}", [low, high, *member_args])
         image_rows = cursor.fetchall()
         cursor.execute(
-            f"SELECT id, image_id, text, language FROM {Caption._meta.db_table} "
+            f"SELECT id, image_id, text, language, text_hash FROM {Caption._meta.db_table} "
             f"WHERE image_id BETWEEN %s AND %s{members.format('image_id')} AND NOT (origin = ANY(%s)) "
             "ORDER BY id", [low, high, *member_args, list(SKIP_ORIGINS)])
         caption_rows = cursor.fetchall()
@@ -230,6 +233,7 @@ class _ChunkState:
         # cached entry, {id(outcomes): [outcomes, captions]} (one count per caption, not per decision).
         self.counts: dict[tuple[int, str], int] = {}
         self.pattern_uses: dict[int, list] = {}
+        self.share: shared.RunShare | None = None  # the run's decisions shared between workers, when on
 
     def count(self, position: int, outcome: str) -> None:
         key = (position, outcome)
@@ -278,8 +282,14 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
     than the chunk's own queries). ``counts``, when given, receives {step: {outcome: decisions}} of the
     decisions made (the funnel of the chunk)."""
     filters = instantiate(run)
-    images, captions = load_items(image_ids)
+    hashes: list[str] = []
+    images, captions = load_items(image_ids, hashes)
     state = _ChunkState(run, filters)
+    if any(_memoisable(step, flt) or flt.text_keyed for step, flt in zip(run.snapshot, filters)):
+        state.share, repeats = shared.RunShare.open(run, hashes)
+        if state.share is not None:
+            for item, repeated in zip(captions, repeats):
+                item.shared = repeated
     steps = [(position, step, flt) for position, (step, flt) in enumerate(zip(run.snapshot, filters))
              if not step["run_level"]]
     segments: list[tuple[bool, list]] = []  # (per item, steps), consecutive
@@ -440,6 +450,8 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     found: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     others: list[Item] = []
+    share = state.share
+    to_share: set[str] = set()  # texts that repeat in the run, decided by no worker of this one yet
     for item in targets:
         text = item.text
         if item.removed_spans or item.entity_types or text != item.raw_text:
@@ -451,11 +463,24 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
         found[text] = entry
         if entry is None:
             representatives.append(Item(caption_id=None, image_id=0, raw_text=text, text=text))
+            if item.shared and len(text) <= CACHE_MAX_CHARS:
+                to_share.add(text)
+    if to_share:  # what the run's other workers decided
+        fetched = share.fetch("group", first, list(to_share),
+                              lambda value: shared.decode_group(value, _OUTCOME_PATTERNS))
+        if fetched:
+            for text, entry in fetched.items():
+                found[text] = entry
+                _cache_put((run_id, first, text, "group"), entry)
+            representatives = [rep for rep in representatives if rep.raw_text not in fetched]
+            to_share.difference_update(fetched)
     if representatives:
         for rep, entry in zip(representatives, _group_entries(state, group, representatives)):
             found[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, first, rep.raw_text, "group"), entry)
+        if to_share:
+            share.publish("group", first, {text: found[text] for text in to_share}, shared.encode_group)
     others_alive: set[int] = set()
     if others:
         stepwise = {id(it) for it in others}
@@ -709,7 +734,18 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
     the survivors."""
     run_id = state.run.pk
     decided, representatives = _undecided(run_id, position, targets, ("keyed",), lambda item: Item(
-        caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language))
+        caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language,
+        shared=item.shared))
+    share = state.share
+    to_share = {rep.raw_text for rep in representatives if rep.shared and len(rep.raw_text) <= CACHE_MAX_CHARS}
+    if to_share:  # what the run's other workers decided
+        fetched = share.fetch("keyed", position, list(to_share), shared.decode_keyed)
+        if fetched:
+            for text, entry in fetched.items():
+                decided[text] = entry
+                _cache_put((run_id, position, text, "keyed"), entry)
+            representatives = [rep for rep in representatives if rep.raw_text not in fetched]
+            to_share.difference_update(fetched)
     if representatives:
         initial = [rep.removed_spans for rep in representatives]  # empty: a filter that sets spans replaces it
         results = _apply_checked(state, position, step, flt, representatives)
@@ -722,6 +758,8 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
             decided[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, rep.raw_text, "keyed"), entry)
+        if to_share:
+            share.publish("keyed", position, {text: decided[text] for text in to_share}, shared.encode_keyed)
     prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
     survivors = []
     for item in targets:
@@ -1300,6 +1338,8 @@ def start(run_id: int, *, enqueue) -> FilterRun:
         run.save(update_fields=["status", "started_at"])
         _fit(run, image_ids)
     chunks = _chunk_image_ids(run, image_ids)
+    if len(chunks) > 1:
+        _publish_repeated(run, filters)
     with transaction.atomic():
         RunChunk.objects.bulk_create([RunChunk(run=run, index=i, item_ids=ids) for i, ids in enumerate(chunks)],
                                      ignore_conflicts=True)
@@ -1314,6 +1354,23 @@ def start(run_id: int, *, enqueue) -> FilterRun:
     for chunk in run.chunks.filter(status__in=[RunChunk.Status.PENDING, RunChunk.Status.RUNNING]):
         transaction.on_commit(lambda index=chunk.index: enqueue(run.pk, index))
     return run
+
+
+def _publish_repeated(run: FilterRun, filters) -> None:
+    """Tell the run's workers which texts repeat in the collection: their decisions are shared between
+    workers (pipeline/shared.py). One grouped query over the captions' text hashes (indexed)."""
+    if not shared.enabled() or not any(
+            (step["target"] != "image" and not step["run_level"] and (cls.text_only or cls.text_determined))
+            or cls.text_keyed for step, cls in zip(run.snapshot, filters)):
+        return
+    from django.db.models import Count
+
+    repeated = (Caption.objects.filter(image__collection=run.collection).exclude(origin__in=SKIP_ORIGINS)
+                .values("text_hash").annotate(n=Count("pk")).filter(n__gt=1).order_by("-n")
+                .values_list("text_hash", flat=True))
+    published = shared.publish_repeated(run, repeated.iterator(chunk_size=10_000))
+    if published:
+        log.info("run %s: %s repeated texts shared between workers", run.pk, published)
 
 
 def _chunk_image_ids(run: FilterRun, image_ids: list[int]) -> list[list[int]]:
@@ -1415,6 +1472,7 @@ def _maybe_finish(run_id: int) -> None:
 
 def finish(run_id: int) -> None:
     run = FilterRun.objects.get(pk=run_id)
+    shared.forget(run, len(run.snapshot))
     try:
         finalise(run)
     except Exception as exc:  # noqa: BLE001 - recorded on the run; the worker logs the traceback
