@@ -10,7 +10,8 @@ Scenarios (each in fresh child processes; spaCy is loaded before timing starts i
   cc-preset-dup30  the preset's whole text path (text filters, label overlap, hypernymization, rare entity
                 types) over the cc-dup30 captions
   ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
-  ava-2workers  the same with two worker processes
+  ava-2workers  the same with two worker processes (with REDIS_URL or --redis-url, as in production, they share
+                the decisions of comments that repeat in the collection: curation/pipeline/shared.py)
 The baseline of each is raw ``nlp.pipe`` over the same texts with the same spaCy components, timed
 in a child process of its own, before and after each round of pipeline runs (``--repeat`` rounds):
 each pipeline rate is compared with the mean of the two baseline rates around it. Two baselines:
