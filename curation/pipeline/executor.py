@@ -285,7 +285,7 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
     hashes: list[str] = []
     images, captions = load_items(image_ids, hashes)
     state = _ChunkState(run, filters)
-    if any(_memoisable(step, flt) or flt.text_keyed for step, flt in zip(run.snapshot, filters)):
+    if _shares_decisions(run.snapshot, filters):
         state.share, repeats = shared.RunShare.open(run, hashes)
         if state.share is not None:
             for item, repeated in zip(captions, repeats):
@@ -450,7 +450,6 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     found: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     others: list[Item] = []
-    share = state.share
     to_share: set[str] = set()  # texts that repeat in the run, decided by no worker of this one yet
     for item in targets:
         text = item.text
@@ -465,22 +464,16 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
             representatives.append(Item(caption_id=None, image_id=0, raw_text=text, text=text))
             if item.shared and len(text) <= CACHE_MAX_CHARS:
                 to_share.add(text)
-    if to_share:  # what the run's other workers decided
-        fetched = share.fetch("group", first, list(to_share),
-                              lambda value: shared.decode_group(value, _OUTCOME_PATTERNS))
-        if fetched:
-            for text, entry in fetched.items():
-                found[text] = entry
-                _cache_put((run_id, first, text, "group"), entry)
-            representatives = [rep for rep in representatives if rep.raw_text not in fetched]
-            to_share.difference_update(fetched)
+    if to_share:
+        representatives = _take_shared(state, "group", first, to_share, found, representatives,
+                                       lambda value: shared.decode_group(value, _OUTCOME_PATTERNS))
     if representatives:
         for rep, entry in zip(representatives, _group_entries(state, group, representatives)):
             found[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, first, rep.raw_text, "group"), entry)
         if to_share:
-            share.publish("group", first, {text: found[text] for text in to_share}, shared.encode_group)
+            state.share.publish("group", first, {text: found[text] for text in to_share}, shared.encode_group)
     others_alive: set[int] = set()
     if others:
         stepwise = {id(it) for it in others}
@@ -655,6 +648,27 @@ def _cache_put(key, value) -> None:
     young[key] = value
 
 
+def _take_shared(state: _ChunkState, kind: str, position: int, to_share: set[str], decided: dict,
+                 representatives: list[Item], decode) -> list[Item]:
+    """Put in ``decided`` (and this worker's cache, under the tag ``kind``) what the run's other workers
+    published for the texts ``to_share``; returns the representatives still to decide, and leaves in
+    ``to_share`` only their texts (for this worker to publish)."""
+    fetched = state.share.fetch(kind, position, list(to_share), decode)
+    if not fetched:
+        return representatives
+    run_id = state.run.pk
+    for text, entry in fetched.items():
+        decided[text] = entry
+        _cache_put((run_id, position, text, kind), entry)
+    to_share.difference_update(fetched)
+    return [rep for rep in representatives if rep.raw_text not in fetched]
+
+
+def _shares_decisions(snapshot: list[dict], filters) -> bool:
+    """Whether some step of the run is decided per distinct text (filter instances or classes)."""
+    return any(_memoisable(step, flt) or flt.text_keyed for step, flt in zip(snapshot, filters))
+
+
 def _undecided(run_id: int, position: int, targets: list[Item], tag: tuple, stand_in):
     """{text: its cached entry, or None} for the targets' distinct texts, and a representative (``stand_in(item)``)
     of each text not decided before at this step in this run and worker."""
@@ -736,16 +750,10 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
     decided, representatives = _undecided(run_id, position, targets, ("keyed",), lambda item: Item(
         caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language,
         shared=item.shared))
-    share = state.share
     to_share = {rep.raw_text for rep in representatives if rep.shared and len(rep.raw_text) <= CACHE_MAX_CHARS}
-    if to_share:  # what the run's other workers decided
-        fetched = share.fetch("keyed", position, list(to_share), shared.decode_keyed)
-        if fetched:
-            for text, entry in fetched.items():
-                decided[text] = entry
-                _cache_put((run_id, position, text, "keyed"), entry)
-            representatives = [rep for rep in representatives if rep.raw_text not in fetched]
-            to_share.difference_update(fetched)
+    if to_share:
+        representatives = _take_shared(state, "keyed", position, to_share, decided, representatives,
+                                       shared.decode_keyed)
     if representatives:
         initial = [rep.removed_spans for rep in representatives]  # empty: a filter that sets spans replaces it
         results = _apply_checked(state, position, step, flt, representatives)
@@ -759,7 +767,7 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, rep.raw_text, "keyed"), entry)
         if to_share:
-            share.publish("keyed", position, {text: decided[text] for text in to_share}, shared.encode_keyed)
+            state.share.publish("keyed", position, {text: decided[text] for text in to_share}, shared.encode_keyed)
     prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
     survivors = []
     for item in targets:
@@ -1359,9 +1367,7 @@ def start(run_id: int, *, enqueue) -> FilterRun:
 def _publish_repeated(run: FilterRun, filters) -> None:
     """Tell the run's workers which texts repeat in the collection: their decisions are shared between
     workers (pipeline/shared.py). One grouped query over the captions' text hashes (indexed)."""
-    if not shared.enabled() or not any(
-            (step["target"] != "image" and not step["run_level"] and (cls.text_only or cls.text_determined))
-            or cls.text_keyed for step, cls in zip(run.snapshot, filters)):
+    if not shared.enabled() or not _shares_decisions(run.snapshot, filters):
         return
     from django.db.models import Count
 

@@ -10,7 +10,7 @@ twice the parsing of one. This tier lets them share it.
   found in the database (captions' ``text_hash``, one grouped query) and their hashes put in a Redis set,
   at most ``FILTER_SHARED_DECISIONS_MAX_TEXTS`` of them: only texts that can come back are ever shared,
   so the tier's memory is bounded by the repeats, not by the collection.
-* A chunk asks the set once which of its raw texts repeat (``RunShare.repeated``). For those its local
+* A chunk asks the set once which of its raw texts repeat (``RunShare.open``). For those its local
   cache does not know, it fetches what another worker has published (one HMGET per step group and
   sub-batch) and publishes what it decides itself (one HSET).
 * Entries are JSON (never pickle: a worker does not run what it reads from Redis), under keys named
