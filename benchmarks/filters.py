@@ -105,6 +105,9 @@ def _setup_django():
     django.setup()
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
 def _peak_mib() -> float:
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 
@@ -151,8 +154,12 @@ def child_pipeline(args):
             row = cursor.fetchone()
         return None if row is None else row[0]
 
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
     _barrier(Path(args.ready), args.worker, args.workers)
     done = 0
+    began, cpu, backend_cpu = time.time(), time.process_time(), _process_cpu(backend)
     start = time.perf_counter()
     while (index := next_chunk()) is not None:
         executor.run_chunk(run.pk, index)
@@ -160,7 +167,9 @@ def child_pipeline(args):
     elapsed = time.perf_counter() - start
     from curation.pipeline import shared
 
-    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib(), "shared": shared.STATS}))
+    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib(), "shared": shared.STATS,
+                      "cpu": time.process_time() - cpu, "backend_cpu": _process_cpu(backend) - backend_cpu,
+                      "backend": backend, "began": began, "ended": time.time()}))
 
 
 def _barrier(folder: Path, worker: int, workers: int) -> None:
@@ -174,6 +183,77 @@ def _barrier(folder: Path, worker: int, workers: int) -> None:
 
 
 # --- The parent -------------------------------------------------------------------------------------
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of a process of this machine (a worker's database backend, with PostgreSQL on
+    127.0.0.1), 0 where it cannot be read (a database elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _postgres_pids() -> list[int]:
+    """This machine's PostgreSQL processes now (from /proc)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() == "postgres":
+                        pids.append(int(pid))
+            except OSError:
+                continue
+    return pids
+
+
+def _idle_cpu() -> float:
+    """Idle core-seconds of the whole machine so far (/proc/stat: idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    return (int(fields[3]) + int(fields[4])) / _TICK
+
+
+class CpuAccounting:
+    """Where the workers' wall time goes, beside their own CPU (which each worker reports with its
+    backend's): the CPU of the PostgreSQL server's other processes (WAL writer, checkpointer, ...,
+    those running when the workers start) and the machine's idle core-seconds, sampled every 100 ms
+    and read off between the first worker's start and the last one's end. Only meaningful with
+    PostgreSQL on this machine, as with the default DATABASE_URL."""
+
+    def __init__(self):
+        import threading
+
+        self.server = _postgres_pids()
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self._take()
+            self._stop.wait(0.1)
+
+    def _take(self):
+        self.samples.append((time.time(), sum(_process_cpu(pid) for pid in self.server), _idle_cpu()))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+    def between(self, began: float, ended: float) -> tuple[float, float]:
+        """The server's other processes' CPU seconds and idle core-seconds from ``began`` to ``ended``."""
+        first = min(self.samples, key=lambda s: abs(s[0] - began))
+        last = min(self.samples, key=lambda s: abs(s[0] - ended))
+        return last[1] - first[1], last[2] - first[2]
+
 
 def _child(kind: str, env: dict, *extra) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, "--child", kind, *extra], cwd=ROOT, env=env,
@@ -250,10 +330,21 @@ def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=No
             run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
             ready = tmp / f"ready-{run_id}"
             ready.mkdir()
-            procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker", str(w),
-                            "--texts", str(texts_file), "--ready", str(ready))
-                     for w in range(workers)]
-            results = [_result(p) for p in procs]
+            with CpuAccounting() as accounting:
+                procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker",
+                                str(w), "--texts", str(texts_file), "--ready", str(ready))
+                         for w in range(workers)]
+                results = [_result(p) for p in procs]
+            began, ended = min(r["began"] for r in results), max(r["ended"] for r in results)
+            server, idle = accounting.between(began, ended)
+            own = sum(r["cpu"] for r in results)
+            backends = sum(r["backend_cpu"] for r in results)
+            print(f"  {name} {workers} worker{'s' if workers > 1 else ''}: {ended - began:.2f} s wall, "
+                  f"{workers * (ended - began):.2f} core-seconds of {workers} core{'s' if workers > 1 else ''}; "
+                  f"CPU seconds: worker{'s' if workers > 1 else ''} {' + '.join(format(r['cpu'], '.2f') for r in results)}"
+                  f", their PostgreSQL backend{'s' if workers > 1 else ''} {backends:.2f}, PostgreSQL's other processes "
+                  f"{server:.2f}, idle on the machine {idle:.2f} (of {os.cpu_count()} cores), the rest "
+                  f"{os.cpu_count() * (ended - began) - own - backends - server - idle:.2f}", flush=True)
             if workers > 1:
                 fetched = sum(r["shared"]["fetched"] for r in results)
                 published = sum(r["shared"]["published"] for r in results)
@@ -289,7 +380,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--captions", type=int, default=20_000)
     parser.add_argument("--comments", type=int, default=100_000)
-    parser.add_argument("--only", choices=["cc", "cc-preset", "ava"], help="run one family of scenarios")
+    parser.add_argument("--only", choices=["cc", "cc-distinct", "cc-preset", "ava"],
+                        help="run one family of scenarios (cc-distinct: cc's distinct texts with one and two workers)")
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""),
                         help="Redis for the workers, as in production (default: REDIS_URL): the workers of a run "
                              "share the decisions of repeated texts through it; without it each keeps its own")
@@ -315,8 +407,8 @@ def main() -> int:
         else:
             print("no Redis (--redis-url or REDIS_URL): each worker keeps the decisions it made to itself")
         tmp = Path(tmp)
-        if args.only in (None, "cc"):
-            for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
+        if args.only in (None, "cc", "cc-distinct"):
+            for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3))[:1 if args.only == "cc-distinct" else 2]:
                 texts = make_captions(args.captions, dup)
                 workers = (1, 2) if dup == 0.0 else (1,)
                 found = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers, repeat=args.repeat)

@@ -4,7 +4,7 @@ Every endpoint needs the curator role. Query filters are whitelisted per endpoin
 that is not listed is refused with 400 rather than passed to the ORM, so a caller cannot filter
 on (and so probe) fields such as a user's password hash through a relation.
 """
-from django.db.models import Count
+from django.db.models import Count, Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -59,7 +59,8 @@ class WhitelistFilterMixin:
         for name, (lookup, parse) in self.filters.items():
             if name in params:
                 try:
-                    queryset = queryset.filter(**{lookup: parse(params[name])})
+                    value = parse(params[name])
+                    queryset = queryset.filter(lookup(value) if callable(lookup) else Q(**{lookup: value}))
                 except ValueError as exc:
                     raise ValidationError({name: str(exc)}) from None
         ordering = params.get("ordering")
@@ -72,7 +73,8 @@ class WhitelistFilterMixin:
 
 def _filter_params(filters: dict) -> list[OpenApiParameter]:
     return [
-        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else OpenApiTypes.STR, description=lookup)
+        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else OpenApiTypes.STR,
+                         description=lookup.__doc__ if callable(lookup) else lookup)
         for name, (lookup, parse) in filters.items()
     ]
 

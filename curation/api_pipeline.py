@@ -10,7 +10,7 @@ from captionlab.roles import IsCurator
 from . import services
 from .api import WhitelistFilterMixin, _filter_params, _int, _str
 from .errors import IngestError
-from .models import Collection, FilterDecision, FilterRun, Pipeline
+from .models import Collection, FilterDecision, FilterRun, Pipeline, decisions_of_images
 from .pipeline import executor, registry
 
 
@@ -91,10 +91,15 @@ class PipelineViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets
         ])
 
 
+def _of_image(image_id: int):
+    """the image's own decisions and its captions' (image_id)"""
+    return decisions_of_images([image_id])
+
+
 RUN_FILTERS = {"collection": ("collection_id", _int), "pipeline": ("pipeline_id", _int), "status": ("status", _str)}
 DECISION_FILTERS = {
     "step": ("step", _int), "filter": ("filter_name", _str), "outcome": ("outcome", _str), "reason": ("reason", _str),
-    "override": ("override", _str), "image": ("image_id", _int), "caption": ("caption_id", _int),
+    "override": ("override", _str), "image": (_of_image, _int), "caption": ("caption_id", _int),
     "min_score": ("score__gte", float), "max_score": ("score__lte", float),
 }
 

@@ -374,6 +374,17 @@ class RunChunk(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "index"], name="chunk_unique_index")]
 
 
+def cascade_image_level(collector, field, sub_objs, using):
+    """``on_delete`` of a decision's image: deletes the image's own decisions (no caption), found by the
+    partial index on image-level rows. Its captions' decisions go with its captions (Caption.image
+    cascades, and a decision's caption is a caption of its image): the decisions table keeps no index on
+    image_id over all rows, which every caption's dozen rows would pay for on insertion."""
+    models.CASCADE(collector, field, sub_objs.filter(caption__isnull=True), using)
+
+
+cascade_image_level.lazy_sub_objs = True  # the collector must not read every decision by image_id first
+
+
 class FilterDecision(models.Model):
     class Outcome(models.TextChoices):
         KEEP = "keep", "Keep"
@@ -388,7 +399,8 @@ class FilterDecision(models.Model):
                             db_constraint=False)
     step = models.PositiveSmallIntegerField(help_text="position of the filter in the run's snapshot")
     filter_name = models.CharField(max_length=60)
-    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    image = models.ForeignKey(Image, on_delete=cascade_image_level, related_name="+", db_constraint=False,
+                              db_index=False)
     caption = models.ForeignKey(Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
                                 db_constraint=False)
     outcome = models.CharField(max_length=4, choices=Outcome.choices)
@@ -406,13 +418,32 @@ class FilterDecision(models.Model):
 
     class Meta:
         ordering = ["run", "step", "pk"]
+        # Every index costs each of a run's rows an insertion, on the PostgreSQL backend that shares the
+        # workers' cores (benchmarks/filters.py prints the backends' CPU). (run, step, caption) holds every
+        # row (an image's own decisions under a NULL caption, which unique constraints treat as distinct):
+        # it keeps a caption's decision unique and serves each query by run or by run and step (a step's
+        # pages, deleting a run). caption_id has its foreign key's index. Image-level rows, a few per
+        # image, are kept unique by a partial index and found by image through another; a caption's
+        # rows are found by image through its captions (decisions_of_images). Dropped, as measured on
+        # 235,000 rows: an index on (run, step, outcome, reason), a quarter of the backend's time per row,
+        # which served nothing the first does not (the pages filter on the final outcome, override
+        # included), and the full image_id index, an eighth.
+        indexes = [models.Index(fields=["image"], condition=Q(caption__isnull=True), name="decision_image_level")]
         constraints = [
-            models.UniqueConstraint(fields=["run", "step", "caption"], condition=Q(caption__isnull=False),
-                                    name="decision_unique_caption"),
+            models.UniqueConstraint(fields=["run", "step", "caption"], name="decision_unique_caption"),
             models.UniqueConstraint(fields=["run", "step", "image"], condition=Q(caption__isnull=True),
                                     name="decision_unique_image"),
         ]
-        indexes = [models.Index(fields=["run", "step", "outcome", "reason"])]
+
+
+def decisions_of_images(image_ids, caption_ids=None):
+    """A Q for the decisions about these images: their own (no caption) and their captions' (a
+    decision's caption is a caption of its image), each arm through an index of its own (PostgreSQL
+    ORs two bitmap scans). ``caption_ids``: the images' captions where the caller has read them."""
+    image_ids = list(image_ids)
+    if caption_ids is None:
+        caption_ids = Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True)
+    return Q(caption__isnull=True, image_id__in=image_ids) | Q(caption_id__in=list(caption_ids))
 
 
 class Review(models.Model):

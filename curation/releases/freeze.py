@@ -299,7 +299,7 @@ class _Selection:
 
     def process(self, images: list[dict]) -> None:
         from annotation.models import Aggregate, Task, Vote
-        from curation.models import Caption, FilterDecision, Review
+        from curation.models import Caption, FilterDecision, Review, decisions_of_images
 
         ids = [im["pk"] for im in images]
         captions: dict[int, dict] = {}
@@ -315,7 +315,8 @@ class _Selection:
         children: dict[int, int] = {}
         if self.run is not None:
             decisions = {}
-            for d in (FilterDecision.objects.filter(run=self.run, image_id__in=ids).order_by("step", "pk")
+            for d in (FilterDecision.objects.filter(decisions_of_images(ids, captions), run=self.run)
+                      .order_by("step", "pk")
                       .values("pk", "step", "filter_name", "image_id", "caption_id", "outcome", "override", "score",
                               "reason")):
                 decisions[d["pk"]] = d

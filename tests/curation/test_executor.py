@@ -194,6 +194,12 @@ def test_the_api_lists_decisions_by_reason_and_score_and_takes_overrides(collect
     body = api.get(f"/api/runs/{run.pk}/decisions/", {"reason": "too_narrow", "max_score": 60}).json()
     assert body["count"] == 1 and body["results"][0]["score"] == 50
     assert api.get(f"/api/runs/{run.pk}/decisions/", {"details__secret": 1}).status_code == 400
+    # By image: the image's own decision and its captions' (found through the captions: no index on image_id
+    # over the caption rows), and no other image's.
+    wide = Image.objects.get(collection=collection, external_id="i0")
+    rows = api.get(f"/api/runs/{run.pk}/decisions/", {"image": wide.pk, "page_size": 100}).json()["results"]
+    assert {(r["image"], r["caption"] is None) for r in rows} == {(wide.pk, True), (wide.pk, False)}
+    assert len(rows) == FilterDecision.objects.filter(run=run, image=wide).count() == 1 + 2 * 3
     decision_id = body["results"][0]["id"]
     response = api.post(f"/api/decisions/{decision_id}/override/", {"outcome": "keep", "note": "fine"}, format="json")
     assert response.status_code == 200 and response.json()["final_outcome"] == "keep"
@@ -202,3 +208,16 @@ def test_the_api_lists_decisions_by_reason_and_score_and_takes_overrides(collect
     assert response.json() == {"overridden": len(ids)}
     assert api.get(f"/api/runs/{run.pk}/").json()["funnel"][2]["dropped"] == len(ids)
     assert api.get("/api/pipelines/filters/").status_code == 200
+
+
+def test_deleting_an_image_deletes_its_own_decisions_and_its_captions_decisions_only(collection, monkeypatch):
+    """The image's own rows are found by the partial index on image-level rows, its captions' rows through
+    its captions (FilterDecision.image cascades to image-level rows only)."""
+    run = run_it(collection, monkeypatch=monkeypatch)
+    wide = Image.objects.get(collection=collection, external_id="i0")
+    assert FilterDecision.objects.filter(run=run, image=wide, caption__isnull=True).count() == 1
+    assert FilterDecision.objects.filter(run=run, image=wide, caption__isnull=False).count() == 2 * 3
+    others = FilterDecision.objects.filter(run=run).exclude(image=wide).count()
+    wide.delete()
+    assert not FilterDecision.objects.filter(image_id=wide.pk).exists()
+    assert FilterDecision.objects.filter(run=run).count() == others > 0
