@@ -339,8 +339,7 @@ def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=No
             server, idle = accounting.between(began, ended)
             own = sum(r["cpu"] for r in results)
             backends = sum(r["backend_cpu"] for r in results)
-            print(f"  {name} {workers} worker{'s' if workers > 1 else ''}: {ended - began:.2f} s wall, "
-                  f"{workers * (ended - began):.2f} core-seconds of {workers} core{'s' if workers > 1 else ''}; "
+            print(f"  {name} {workers} worker{'s' if workers > 1 else ''}: {ended - began:.2f} s wall; "
                   f"CPU seconds: worker{'s' if workers > 1 else ''} {' + '.join(format(r['cpu'], '.2f') for r in results)}"
                   f", their PostgreSQL backend{'s' if workers > 1 else ''} {backends:.2f}, PostgreSQL's other processes "
                   f"{server:.2f}, idle on the machine {idle:.2f} (of {os.cpu_count()} cores), the rest "
