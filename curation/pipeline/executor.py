@@ -334,11 +334,18 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
 
 
 def _has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
-    """Whether the run has a decision about any of these images (PostgreSQL: the ids as one array
-    parameter; an IN list of thousands of placeholders costs more to build than the lookup)."""
+    """Whether the run has a decision about any of these images: one of their own (the partial index on
+    image-level rows) or one of their captions' (through the captions, by the caption_id index: the
+    decisions have no index on image_id over every row). The ids go as one array parameter: an IN list
+    of thousands of placeholders costs more to build than the lookup."""
+    decisions, captions = FilterDecision._meta.db_table, Caption._meta.db_table
+    ids = list(image_ids)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {FilterDecision._meta.db_table} "
-                       "WHERE run_id = %s AND image_id = ANY(%s::bigint[]))", [run.pk, list(image_ids)])
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {decisions} WHERE run_id = %s AND caption_id IS NULL "
+            "AND image_id = ANY(%s::bigint[])) "
+            f"OR EXISTS (SELECT 1 FROM {captions} c JOIN {decisions} d ON d.caption_id = c.id "
+            "WHERE c.image_id = ANY(%s::bigint[]) AND d.run_id = %s)", [run.pk, ids, ids, run.pk])
         return cursor.fetchone()[0]
 
 

@@ -221,3 +221,19 @@ def test_deleting_an_image_deletes_its_own_decisions_and_its_captions_decisions_
     wide.delete()
     assert not FilterDecision.objects.filter(image_id=wide.pk).exists()
     assert FilterDecision.objects.filter(run=run).count() == others > 0
+
+
+def test_a_run_has_decisions_about_images_through_their_own_rows_or_their_captions_rows(collection, monkeypatch):
+    """What decides between a re-delivered chunk's plain COPY and its ON CONFLICT path."""
+    run = run_it(collection, monkeypatch=monkeypatch)
+    wide, narrow, third = (Image.objects.get(collection=collection, external_id=f"i{i}") for i in range(3))
+    assert executor._has_decisions(run, [wide.pk, narrow.pk])
+    FilterDecision.objects.filter(run=run, image=wide, caption__isnull=False).delete()
+    assert executor._has_decisions(run, [wide.pk])  # its own row is left
+    FilterDecision.objects.filter(run=run, image=third, caption__isnull=True).delete()
+    assert executor._has_decisions(run, [third.pk])  # its captions' rows are left
+    FilterDecision.objects.filter(run=run, image__in=[wide, third]).delete()
+    assert not executor._has_decisions(run, [wide.pk, third.pk])
+    other = run_create(collection=collection, pipeline=Pipeline.objects.create(name="other", steps=STEPS), enqueue=False)
+    assert not executor._has_decisions(other, [narrow.pk])
+    assert not executor._has_decisions(run, [])
