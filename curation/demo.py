@@ -18,7 +18,6 @@ import csv
 import importlib.util
 import io
 import secrets
-import shutil
 import sys
 import tempfile
 import time
@@ -62,10 +61,16 @@ _MIDDLEBURY = (
 
 @dataclass(frozen=True)
 class DemoImage:
-    file: str
+    file: str  # the file in skimage/data
     license: str
     credit: str
     captions: tuple[str, ...]
+    jpeg: bool = False  # imported as a JPEG, as photo sites serve photographs (scikit-image ships PNG)
+
+    @property
+    def name(self) -> str:
+        """The file's name in the import (the sidecar's ``file`` column, the image's ``file_name``)."""
+        return str(Path(self.file).with_suffix(".jpg")) if self.jpeg else self.file
 
 
 IMAGES: tuple[DemoImage, ...] = (
@@ -78,6 +83,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "IMG_2041.JPG",
             "A smiling astronaut in an orange flight suit poses beside her helmet, a flag and a model of the space shuttle.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "camera.png",
@@ -88,6 +94,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "Profile photo | man with a video camera on a tripod",
             "A man in a dark coat looks through a video camera mounted on a tripod on a grassy field.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "chelsea.png",
@@ -98,6 +105,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "Chelsea the cat!!! soooo cute #caturday",
             "Close-up of a tabby cat with green eyes looking to the side.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "coffee.png",
@@ -108,6 +116,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "Buy espresso cups online - free shipping on orders over $50",
             "A cup of espresso on a red saucer with a spoon, on a wooden table.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "coins.png",
@@ -118,6 +127,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "embedded image permalink",
             "Rows of ancient coins laid out on a grey background.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "hubble_deep_field.jpg",
@@ -138,6 +148,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "For sale: red Yamaha Maxim, runs great, garage kept, call 555-0142",
             "A red motorcycle parked in a garage in front of metal shelves.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "motorcycle_right.png",
@@ -147,6 +158,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "Stereo pair, right view",
             "A red motorbike with a black seat stands on a concrete floor in a workshop.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "rocket.jpg",
@@ -167,6 +179,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "moon.png - 512x512 - 49 KB",
             "Craters on a grey, dusty lunar surface.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "grass.png",
@@ -177,6 +190,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "seamless grass texture free download for games",
             "A close-up of dense blades of grass in black and white.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "gravel.png",
@@ -187,6 +201,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "click here to enlarge",
             "Small stones of gravel filling the whole frame.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "brick.png",
@@ -197,6 +212,7 @@ IMAGES: tuple[DemoImage, ...] = (
             "Brick wall",
             "A wall of long grey bricks seen at an angle.",
         ),
+        jpeg=True,
     ),
     DemoImage(
         "retina.jpg",
@@ -301,14 +317,29 @@ def sidecar_csv(images: list[DemoImage]) -> str:
     writer.writerow(["file", "caption", "license", "credit"])
     for img in images:
         for caption in img.captions:
-            writer.writerow([img.file, caption, img.license, img.credit])
+            writer.writerow([img.name, caption, img.license, img.credit])
+    return out.getvalue()
+
+
+def image_bytes(img: DemoImage, data_dir: Path) -> bytes:
+    """The file as the import reads it: scikit-image's own bytes, or for ``jpeg`` photographs a JPEG
+    encoded by Pillow (quality 90; the same Pillow gives the same bytes, so a re-import finds the same
+    sha256). Two scans stay PNG, and the conceptual-captions format filter drops them as the paper's
+    pipeline would; before the conversion it dropped all but three of the photographs too."""
+    if not img.jpeg:
+        return (data_dir / img.file).read_bytes()
+    from PIL import Image as PILImage
+
+    with PILImage.open(data_dir / img.file) as im:
+        out = io.BytesIO()
+        (im if im.mode in ("L", "RGB") else im.convert("RGB")).save(out, "JPEG", quality=90)
     return out.getvalue()
 
 
 def build_folder(folder: Path, images: list[DemoImage], data_dir: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for img in images:
-        shutil.copyfile(data_dir / img.file, folder / img.file)
+        (folder / img.name).write_bytes(image_bytes(img, data_dir))
     (folder / SIDECAR).write_text(sidecar_csv(images), encoding="utf-8")
     return folder
 
@@ -316,7 +347,7 @@ def build_folder(folder: Path, images: list[DemoImage], data_dir: Path) -> Path:
 def build_zip(path: Path, images: list[DemoImage], data_dir: Path) -> Path:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
         for img in images:
-            zf.write(data_dir / img.file, img.file)
+            zf.writestr(img.name, image_bytes(img, data_dir))
         zf.writestr(SIDECAR, sidecar_csv(images))
     return path
 

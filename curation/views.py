@@ -22,7 +22,7 @@ from captionlab.roles import role_required
 from . import services
 from .errors import IngestError
 from .forms import CollectionForm, ImportForm
-from .models import Caption, Collection, Image, ImportIssue, ImportJob
+from .models import Caption, Collection, FilterDecision, FilterRun, Image, ImportIssue, ImportJob
 
 IMAGES_PER_PAGE = 60
 ISSUES_PER_PAGE = 100
@@ -145,16 +145,65 @@ def _http_url(url: str) -> str | None:
     return url.strip() if scheme in ("http", "https") else None
 
 
+def run_verdicts(image: Image, lineages: list[tuple[Caption, list[Caption]]]) -> dict[int, list[dict]]:
+    """What the filter runs made of each caption: {caption pk: [{run, pipeline, outcome, step, filter,
+    reason, overridden, of_parent, of_image}]}, the final outcome with curators' overrides (dropped at
+    the first step that dropped the caption or its image, else kept). Runs decide raw captions; a
+    transformed caption's verdict is that of the caption it was made from, in the run that made it: a
+    run-level step after the transform (duplicate images, rare entity types) or a curator's override can
+    drop the raw caption, and its transformed text then goes with it (releases take a run's transformed
+    text only where the run kept the raw caption). The page says so next to the transformed text."""
+    decided_of = {}  # caption pk -> (the caption the runs decided on, the run that made it or None)
+    for caption, lineage in lineages:
+        decided = next((c for c in lineage if c.origin != Caption.Origin.TRANSFORMED), lineage[-1])
+        run = (caption.metadata or {}).get("run") if caption.origin == Caption.Origin.TRANSFORMED else None
+        decided_of[caption.pk] = (decided.pk, run if isinstance(run, int) else None)
+    fields = ("caption_id", "run_id", "run__pipeline__name", "run__status", "step", "filter_name", "outcome",
+              "override", "reason")
+    rows = list(FilterDecision.objects.filter(caption_id__in={d for d, _ in decided_of.values()}).values_list(*fields))
+    image_rows = list(FilterDecision.objects.filter(image=image, caption__isnull=True).values_list(*fields))
+    runs = {}  # run id -> (pipeline, finished)
+    first_drop: dict[tuple[int | None, int], tuple] = {}  # (caption or None for the image, run) -> its first drop
+    for caption_id, run_id, pipeline, status, step, name, outcome, override, reason in sorted(
+            rows + image_rows, key=lambda r: (r[1], r[4])):
+        runs[run_id] = (pipeline, status in (FilterRun.Status.DONE, FilterRun.Status.FAILED))
+        if (override or outcome) == "drop":
+            first_drop.setdefault((caption_id, run_id), (step, name, reason, bool(override)))
+    decided_in = {(caption_id, run_id) for caption_id, run_id, *_ in rows}
+    result = {}
+    for pk, (decided, made_by) in decided_of.items():
+        verdicts = []
+        for run_id, (pipeline, finished) in sorted(runs.items()):
+            if made_by is not None and run_id != made_by:
+                continue
+            drops = [(d, False) for d in [first_drop.get((decided, run_id))] if d]
+            drops += [(d, True) for d in [first_drop.get((None, run_id))] if d]
+            if not drops and (decided, run_id) not in decided_in:
+                continue  # the run never reached this caption (a run over other captions of the image)
+            verdict = {"run": run_id, "pipeline": pipeline, "finished": finished, "outcome": "keep", "step": None,
+                       "filter": "", "reason": "", "overridden": False, "of_parent": decided != pk, "of_image": False}
+            if drops:
+                (step, name, reason, overridden), of_image = min(drops, key=lambda d: d[0][0])
+                verdict.update(outcome="drop", step=step, filter=name, reason=reason, overridden=overridden,
+                               of_image=of_image)
+            verdicts.append(verdict)
+        if verdicts:
+            result[pk] = verdicts
+    return result
+
+
 @role_required(roles.CURATOR)
 @require_GET
 def image_detail(request, pk):
     image = get_object_or_404(Image.objects.select_related("collection", "import_job"), pk=pk)
     captions = list(image.captions.select_related("parent", "import_job").order_by("pk"))
     siblings = image.collection.images.order_by("pk").values_list("pk", flat=True)
+    lineages = [(caption, caption.lineage()) for caption in captions]
+    verdicts = run_verdicts(image, lineages)
     context = {
         "image": image,
         "source_link": _http_url(image.source_url),
-        "captions": [(caption, caption.lineage()) for caption in captions],
+        "captions": [(caption, lineage, verdicts.get(caption.pk, [])) for caption, lineage in lineages],
         "previous_pk": siblings.filter(pk__lt=image.pk).order_by("-pk").first(),
         "next_pk": siblings.filter(pk__gt=image.pk).first(),
         "metadata": sorted(image.metadata.items()) if isinstance(image.metadata, dict) else [],

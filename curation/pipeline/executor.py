@@ -1185,6 +1185,7 @@ def _insert_children_orm(rows: list[_Child]) -> dict[tuple, int]:
 def finalise(run: FilterRun) -> None:
     filters = instantiate(run)
     run_level: dict[str, dict[str, int]] = {}  # {step: {outcome: decisions}} of the run-level steps
+    retracted = 0
     for position, (step, flt) in enumerate(zip(run.snapshot, filters)):
         if not step["run_level"]:
             continue
@@ -1208,11 +1209,47 @@ def finalise(run: FilterRun) -> None:
             decisions.append(_decision_row(run, position, step, item, decision, item.text))
             tally[decision.outcome] = tally.get(decision.outcome, 0) + 1
         write_decisions(decisions)
+        dropped = [target_id for target_id in by_key if (results.get(target_id) or Decision(KEEP, "")).outcome == DROP]
+        retracted += _retract_later(run, position, step, dropped)
     with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
-        run.funnel = _funnel_from_chunks(run, run_level)
+        run.funnel = None if retracted else _funnel_from_chunks(run, run_level)
         if run.funnel is None:
             run.funnel = compute_funnel(run)
         run.save(update_fields=["funnel"])
+
+
+def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]) -> int:
+    """Take back what the chunks' steps after a run-level step decided on the items it dropped.
+
+    The chunks run every per-chunk step before the run-level steps run over the whole run, so a step
+    that comes after a run-level one in the pipeline (the text filters after the duplicate-image
+    filters of conceptual-captions) has decided on captions whose images the run-level step then
+    drops. In the pipeline's order those captions never reached it: their decisions there go, and the
+    funnel and the review pages count what each step really received, as they do for the per-chunk
+    steps (a caption dropped at one step gets no decision at the next). Decisions a curator has
+    reviewed stay. Transformed captions made from them stay too, as records: the image's page shows
+    that the run dropped them, and releases take a run's transformed text only where the run kept
+    the raw caption. Returns how many decisions were taken back."""
+    from ..models import Review
+
+    later = [i for i, s in enumerate(run.snapshot) if i > position and not s["run_level"]]
+    if not dropped or not later:
+        return 0
+    retracted = 0
+    for start in range(0, len(dropped), 5000):
+        ids = dropped[start:start + 5000]
+        if step["target"] == "image":
+            scope = (Q(caption_id__in=Caption.objects.filter(image_id__in=ids).values("pk"))
+                     | Q(caption__isnull=True, image_id__in=ids))
+        else:
+            scope = Q(caption_id__in=ids)
+        doomed = (FilterDecision.objects.filter(run=run, step__in=later, override="").filter(scope)
+                  .exclude(pk__in=Review.objects.values("decision_id")))
+        retracted += doomed._raw_delete(doomed.db)  # no signals, no cascade: reviewed decisions are excluded
+    if retracted:
+        log.info("run %s: step %s dropped %s items; %s decisions of later steps taken back", run.pk, position,
+                 len(dropped), retracted)
+    return retracted
 
 
 # The class (first key) of the PostgreSQL advisory locks that serialise the writers of a run's funnel.

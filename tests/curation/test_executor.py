@@ -237,3 +237,48 @@ def test_a_run_has_decisions_about_images_through_their_own_rows_or_their_captio
     other = run_create(collection=collection, pipeline=Pipeline.objects.create(name="other", steps=STEPS), enqueue=False)
     assert not executor._has_decisions(other, [narrow.pk])
     assert not executor._has_decisions(run, [])
+
+
+def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the_funnel_chains(  # noqa: PLR0915
+        collection, monkeypatch, alice, client):
+    """The chunks decide the caption steps before the run's duplicate-image step runs over the whole
+    run; the captions of the duplicate it drops never reached those steps in the pipeline's order, so
+    their decisions there are taken back and each step counts what the one before it let through."""
+    for i, phash in enumerate(["ffd8a0c0e0f01234", "0f0f0f0f0f0f0f0f", "a5a5a5a5a5a5a5a5"]):
+        collection.images.filter(external_id=f"i{i}").update(phash=phash)
+    copy = Image.objects.create(collection=collection, external_id="i0-copy", width=300, height=200, format="JPEG",
+                                sha256="9" * 64, phash="ffd8a0c0e0f01235", status="ready")  # one bit off i0's
+    Caption.objects.create(image=copy, text="stock photo a dog on a beach, again", origin="alt_text")
+    Caption.objects.create(image=copy, text="a bad copy", origin="alt_text")
+    steps = [{"filter": "test_wide_enough"}, {"filter": "near_duplicate"},
+             {"filter": "test_strip_stock"}, {"filter": "test_no_bad_words"}, {"filter": "test_one_per_image"}]
+    # A curator reviews one of the copy's caption decisions while the run is going: it stays.
+    real_finalise = executor.finalise
+
+    def finalise_after_a_review(run):
+        reviewed = FilterDecision.objects.get(run=run, step=3, caption__text="a bad copy")
+        decision_override(decision=reviewed, outcome="keep", note="looked at it", user=alice)
+        real_finalise(run)
+
+    monkeypatch.setattr(executor, "finalise", finalise_after_a_review)
+    run = run_it(collection, steps=steps, monkeypatch=monkeypatch)
+    assert run.status == FilterRun.Status.DONE
+    dup = FilterDecision.objects.get(run=run, step=1, image=copy)
+    assert (dup.outcome, dup.reason, dup.details["of"]) == ("drop", "near_duplicate_of", collection.images.get(
+        external_id="i0").pk)
+    copy_captions = Caption.objects.filter(image=copy, origin="alt_text")
+    later = FilterDecision.objects.filter(run=run, step__in=[2, 3], caption__in=copy_captions)
+    assert list(later.values_list("caption__text", "step", "override")) == [("a bad copy", 3, "keep")]
+    funnel = run.funnel
+    # Step 3 counts the reviewed decision besides the four captions that step 2 let through.
+    assert [row["entered"] for row in funnel] == [4, 3, 4, 4 + 1, 3]
+    assert funnel == executor.compute_funnel(run)
+    # The transformed caption made from the copy's raw text before the duplicate step ran stays as a
+    # record; the image's page says the run dropped the image, so that text is not released.
+    child = Caption.objects.get(image=copy, origin="transformed")
+    client.force_login(alice)
+    page = client.get(f"/images/{copy.pk}/").content.decode()
+    card = page[page.index(f'id="caption-{child.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert f'data-run="{run.pk}" data-outcome="drop"' in card and "the image" in card
+    assert "step 2 · near_duplicate" in card and "does not release this transformed text" in card

@@ -257,7 +257,7 @@ def test_captions_with_an_entity_type_rarer_than_the_minimum_are_dropped_over_th
 
 
 @pytest.mark.django_db
-def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types_drop(monkeypatch):
+def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types_drop(monkeypatch, alice_client):
     from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
     from curation.pipeline import executor
     from curation.services import run_create
@@ -287,3 +287,18 @@ def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types
     assert rare[texts[2]].details["rare"] == {"tower": 1}
     assert rare[texts[1]].outcome == DROP and rare[texts[1]].details["rare"] == {"person": 1}
     assert "festival" not in rare[texts[1]].details["rare"]  # two captions have it: more than 1
+
+    # The child was made before the run-level step dropped its raw caption: the image's page says the
+    # run dropped the raw text, at which step and why, so the transformed text is not taken for a kept one.
+    page = alice_client.get(f"/images/{child.image_id}/").content.decode()
+    card = page[page.index(f'id="caption-{child.pk}"'):]
+    card = card[:card.index("</article>")]
+    assert f'data-run="{run.pk}" data-outcome="drop"' in card
+    assert "its raw text" in card and f"step {rare[TABLE_1_PREMIERE].step + 1} · rare_entity_types" in card
+    assert "does not release this transformed text" in card
+    # A curator's override of that drop keeps the raw caption, and with it the transformed text.
+    decision = rare[TABLE_1_PREMIERE]
+    assert alice_client.post(f"/decisions/{decision.pk}/override", {"outcome": "keep"}).status_code in (200, 302)
+    page = alice_client.get(f"/images/{child.image_id}/").content.decode()
+    card = page[page.index(f'id="caption-{child.pk}"'):]
+    assert f'data-run="{run.pk}" data-outcome="keep"' in card[:card.index("</article>")]
