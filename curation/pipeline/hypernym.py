@@ -247,6 +247,8 @@ class Rewrite:
         for ent in doc.ents:
             if ent.label_ not in NAME_LABELS or any(i in taken for i in range(ent.start, ent.end)):
                 continue
+            if not any(t.pos_ == "PROPN" or not t.is_lower for t in self.tk[ent.start:ent.end] if not t.is_punct):
+                continue  # common words taken for a name: "a grey, dusty lunar surface" as a PERSON
             start, end = ent.start, ent.end
             while start < end and (self.tk[start].text in QUOTES or self.tk[start].dep_ in ("det", "predet")):
                 start += 1
@@ -258,7 +260,7 @@ class Rewrite:
             # A common-noun title written before a person's name: "Musician Justin Timberlake".
             t = self.tk[start - 1] if start > 0 else None
             if (ent.label_ == "PERSON" and t is not None and t.i not in taken and t.ent_type_ == ""
-                    and t.is_alpha and len(t.text) >= 3 and t.lower_ not in HONORIFICS
+                    and t.is_alpha and len(t.text) >= 3 and t.lower_ not in HONORIFICS and t.pos_ in ("NOUN", "PROPN")
                     and t.dep_ in ("compound", "amod", "nmod") and start <= t.head.i < end):
                 m.start, m.title, m.text = start - 1, t.lower_, doc[start - 1:end].text
             mentions.append(m)
@@ -627,6 +629,7 @@ def check_int(flt: Filter, key: str, minimum: int) -> None:
 class Hypernymize(Filter):
     name = "hypernymize"
     label = "Hypernymization"
+    version = 2  # 2: an entity of lower-case common words is no name, an adjective before a name no title
     description = ("Seed 002's text transformation: drops proper-noun, number and unit modifiers, dates, durations "
                    "and prepositional locations; replaces names with hypernyms (edit entity_words, head_words and "
                    "hypernyms); merges 'actor and actor' into 'actors'; drops captions left too short.")

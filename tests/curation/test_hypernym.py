@@ -199,6 +199,26 @@ def test_a_caption_without_names_is_unchanged_apart_from_lower_case():
     assert cased.text is None
 
 
+@pytest.mark.parametrize("text", [
+    "Craters on a grey, dusty lunar surface.",  # en_core_web_sm tags "lunar surface" PERSON
+    "Craters on a grey, rocky lunar surface.",
+    "Tracks on a pale, dusty lunar surface at dawn.",
+])
+def test_common_words_the_recogniser_takes_for_a_name_are_not_replaced_and_an_adjective_is_no_title(text):
+    """A named entity has a proper noun or a capital in it; a lower-case adjective and noun are not a
+    person, and an adjective before them ("dusty") is not a title to use as the hypernym."""
+    _, decision = one(text)
+    assert decision.outcome == KEEP
+    assert "lunar surface" in (decision.text or text.lower())
+    assert not any(r["label"] == "PERSON" for r in decision.details.get("replaced", []))
+
+
+def test_a_lower_case_name_with_a_proper_noun_in_it_is_still_replaced():
+    _, decision = one("tom hanks at the premiere in cannes")
+    assert any(r["text"] == "tom hanks" and r["label"] == "PERSON" for r in decision.details["replaced"])
+    assert_no_trace_of(decision.text, "tom hanks")
+
+
 # --- Bad input ------------------------------------------------------------------------------------------------
 
 def test_bad_input_gets_a_decision_with_a_reason_and_never_crashes():
