@@ -160,15 +160,19 @@ def run_verdicts(image: Image, lineages: list[tuple[Caption, list[Caption]]]) ->
         decided_of[caption.pk] = (decided.pk, run if isinstance(run, int) else None)
     fields = ("caption_id", "run_id", "run__pipeline__name", "run__status", "step", "filter_name", "outcome",
               "override", "reason")
-    rows = list(FilterDecision.objects.filter(caption_id__in={d for d, _ in decided_of.values()}).values_list(*fields))
-    image_rows = list(FilterDecision.objects.filter(image=image, caption__isnull=True).values_list(*fields))
+    rows = [(*row, None) for row in FilterDecision.objects.filter(
+        caption_id__in={d for d, _ in decided_of.values()}).values_list(*fields)]
+    # The image's own rows, with what a duplicate step says it duplicates (details: {"of": image id}).
+    image_rows = list(FilterDecision.objects.filter(image=image, caption__isnull=True)
+                      .values_list(*fields, "details__of"))
     runs = {}  # run id -> (pipeline, finished)
     first_drop: dict[tuple[int | None, int], tuple] = {}  # (caption or None for the image, run) -> its first drop
-    for caption_id, run_id, pipeline, status, step, name, outcome, override, reason in sorted(
+    for caption_id, run_id, pipeline, status, step, name, outcome, override, reason, of in sorted(
             rows + image_rows, key=lambda r: (r[1], r[4])):
         runs[run_id] = (pipeline, status in (FilterRun.Status.DONE, FilterRun.Status.FAILED))
         if (override or outcome) == "drop":
-            first_drop.setdefault((caption_id, run_id), (step, name, reason, bool(override)))
+            first_drop.setdefault((caption_id, run_id), (step, name, reason, bool(override),
+                                                         of if isinstance(of, int) else None))
     decided_in = {(caption_id, run_id) for caption_id, run_id, *_ in rows}
     result = {}
     for pk, (decided, made_by) in decided_of.items():
@@ -181,11 +185,12 @@ def run_verdicts(image: Image, lineages: list[tuple[Caption, list[Caption]]]) ->
             if not drops and (decided, run_id) not in decided_in:
                 continue  # the run never reached this caption (a run over other captions of the image)
             verdict = {"run": run_id, "pipeline": pipeline, "finished": finished, "outcome": "keep", "step": None,
-                       "filter": "", "reason": "", "overridden": False, "of_parent": decided != pk, "of_image": False}
+                       "filter": "", "reason": "", "overridden": False, "of_parent": decided != pk, "of_image": False,
+                       "duplicate_of": None}
             if drops:
-                (step, name, reason, overridden), of_image = min(drops, key=lambda d: d[0][0])
+                (step, name, reason, overridden, of), of_image = min(drops, key=lambda d: d[0][0])
                 verdict.update(outcome="drop", step=step, filter=name, reason=reason, overridden=overridden,
-                               of_image=of_image)
+                               of_image=of_image, duplicate_of=of)
             verdicts.append(verdict)
         if verdicts:
             result[pk] = verdicts

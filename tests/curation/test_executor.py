@@ -282,3 +282,5 @@ def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the
     card = card[:card.index("</article>")]
     assert f'data-run="{run.pk}" data-outcome="drop"' in card and "the image" in card
     assert "step 2 · near_duplicate" in card and "does not release this transformed text" in card
+    original = collection.images.get(external_id="i0").pk
+    assert f'<a href="/images/{original}/" data-role="duplicate-of">image {original}</a>' in card
