@@ -24,7 +24,7 @@ from typing import NamedTuple
 import orjson
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
-from django.db.models import F, Max, Q, Value
+from django.db.models import Exists, F, Max, OuterRef, Q, Value
 from django.utils import timezone
 
 from ..models import Caption, FilterArtifact, FilterDecision, FilterRun, Image, RunChunk, text_hash
@@ -1236,16 +1236,19 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
     if not dropped or not later:
         return 0
     retracted = 0
+    unreviewed = ~Exists(Review.objects.filter(decision_id=OuterRef("pk")))
     for start in range(0, len(dropped), 5000):
         ids = dropped[start:start + 5000]
+        # Two statements, each on its own index (an OR of both would read the run's decisions whole):
+        # a dropped image's own rows (the image-level partial index), then its captions' (caption_id).
+        scopes = [Q(caption_id__in=ids)]
         if step["target"] == "image":
-            scope = (Q(caption_id__in=Caption.objects.filter(image_id__in=ids).values("pk"))
-                     | Q(caption__isnull=True, image_id__in=ids))
-        else:
-            scope = Q(caption_id__in=ids)
-        doomed = (FilterDecision.objects.filter(run=run, step__in=later, override="").filter(scope)
-                  .exclude(pk__in=Review.objects.values("decision_id")))
-        retracted += doomed._raw_delete(doomed.db)  # no signals, no cascade: reviewed decisions are excluded
+            captions = list(Caption.objects.filter(image_id__in=ids).values_list("pk", flat=True))
+            scopes = [Q(caption__isnull=True, image_id__in=ids)]
+            scopes += [Q(caption_id__in=captions[i:i + 5000]) for i in range(0, len(captions), 5000)]
+        for scope in scopes:
+            doomed = FilterDecision.objects.filter(scope, unreviewed, run=run, step__in=later, override="")
+            retracted += doomed._raw_delete(doomed.db)  # no signals, no cascade: reviewed decisions are excluded
     if retracted:
         log.info("run %s: step %s dropped %s items; %s decisions of later steps taken back", run.pk, position,
                  len(dropped), retracted)
