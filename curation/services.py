@@ -140,8 +140,26 @@ def decision_override(*, decision, outcome: str, note: str = "", user=None):
         run = decision.run
         run.funnel = compute_funnel(run)
         run.save(update_fields=["funnel"])
+        _reconcile_on_commit([decision])
     decision.refresh_from_db()
     return decision
+
+
+def _reconcile_on_commit(decisions) -> None:
+    """An override at a run-level step of a finished run changes what reached the steps after it:
+    ``executor.reconcile`` brings their decisions in line, on the filters queue once this commits."""
+    from .models import FilterRun
+    from .tasks import filter_reconcile
+
+    runs = FilterRun.objects.only("status", "snapshot").in_bulk({d.run_id for d in decisions})
+    by_run: dict[int, set[int]] = {}
+    for d in decisions:
+        run = runs[d.run_id]
+        if run.status == FilterRun.Status.DONE and run.snapshot[d.step]["run_level"] and any(
+                not step["run_level"] for step in run.snapshot[d.step + 1:]):
+            by_run.setdefault(d.run_id, set()).add(d.image_id)
+    for run_id, image_ids in by_run.items():
+        transaction.on_commit(lambda r=run_id, i=sorted(image_ids): filter_reconcile.delay(r, i))
 
 
 def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:
@@ -160,4 +178,5 @@ def decisions_override(*, decisions, outcome: str, note: str = "", user=None) ->
         for run in {d.run_id: d.run for d in decisions}.values():
             run.funnel = compute_funnel(run)
             run.save(update_fields=["funnel"])
+        _reconcile_on_commit(decisions)
     return len(decisions)

@@ -35,4 +35,12 @@ def filter_chunk(self, run_id: int, index: int) -> str:
             raise self.retry(exc=exc, countdown=2 ** self.request.retries)
         executor.chunk_failed(run_id, index, f"{type(exc).__name__}: {exc}")
         return "failed"
+@shared_task(name="curation.filter_reconcile", acks_late=True, time_limit=1800, soft_time_limit=1740)
+def filter_reconcile(run_id: int, image_ids: list[int]) -> int:
+    """The later steps of a finished run follow a curator's override at a run-level step."""
+    from .pipeline import executor
+
+    return executor.reconcile(run_id, image_ids)
+
+
 from .releases import tasks as _release_tasks  # noqa: E402,F401 - registers the release tasks

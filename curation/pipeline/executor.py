@@ -340,6 +340,10 @@ def _has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
     of thousands of placeholders costs more to build than the lookup."""
     decisions, captions = FilterDecision._meta.db_table, Caption._meta.db_table
     ids = list(image_ids)
+    if connection.vendor != "postgresql":  # SQLite, the embedded default: the same question through the ORM
+        from ..models import decisions_of_images
+
+        return FilterDecision.objects.filter(decisions_of_images(ids), run=run).exists()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT EXISTS (SELECT 1 FROM {decisions} WHERE run_id = %s AND caption_id IS NULL "
@@ -1253,6 +1257,35 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
         log.info("run %s: step %s dropped %s items; %s decisions of later steps taken back", run.pk, position,
                  len(dropped), retracted)
     return retracted
+
+
+def reconcile(run_id: int, image_ids: list[int]) -> int:
+    """After a curator's override at a run-level step of a finished run, make the later steps'
+    decisions on these images follow the final outcomes again: an item kept by the override gets back
+    what the chunks decide after that step (they run again over these images; decisions already there
+    stay as they are, reviews and overrides included), and an item now dropped loses them, as
+    ``finalise`` does. Then the funnel is recounted. Returns how many decisions the chunk steps wrote
+    or found. Run by the ``curation.filter_reconcile`` task, after the override commits."""
+    run = FilterRun.objects.get(pk=run_id)
+    run_level = [i for i, step in enumerate(run.snapshot) if step["run_level"]]
+    if run.status != FilterRun.Status.DONE or not run_level or not any(
+            not step["run_level"] for step in run.snapshot[run_level[0] + 1:]):
+        return 0
+    image_ids = sorted(set(image_ids))
+    final_drop = Q(override=DROP) | (Q(override="") & Q(outcome=DROP))
+    with funnel_lock(run.pk):
+        written = process_chunk(run, image_ids) if image_ids else 0
+        for position in run_level:
+            step = run.snapshot[position]
+            dropped = FilterDecision.objects.filter(final_drop, run=run, step=position, image_id__in=image_ids)
+            if step["target"] == "image":
+                ids = list(dropped.filter(caption__isnull=True).values_list("image_id", flat=True))
+            else:
+                ids = list(dropped.filter(caption__isnull=False).values_list("caption_id", flat=True))
+            _retract_later(run, position, step, ids)
+        run.funnel = compute_funnel(run)
+        run.save(update_fields=["funnel"])
+    return written
 
 
 # The class (first key) of the PostgreSQL advisory locks that serialise the writers of a run's funnel.

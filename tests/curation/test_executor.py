@@ -284,3 +284,36 @@ def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the
     assert "step 2 · near_duplicate" in card and "does not release this transformed text" in card
     original = collection.images.get(external_id="i0").pk
     assert f'<a href="/images/{original}/" data-role="duplicate-of">image {original}</a>' in card
+
+
+def test_an_override_at_a_run_level_step_brings_the_later_steps_in_line(
+        collection, monkeypatch, alice, eager_celery, django_capture_on_commit_callbacks):
+    """Keeping the near duplicate puts its captions back through the steps after that one (the chunk
+    steps run again over the image); dropping it again takes their decisions back. The funnel follows."""
+    for i, phash in enumerate(["ffd8a0c0e0f01234", "0f0f0f0f0f0f0f0f", "a5a5a5a5a5a5a5a5"]):
+        collection.images.filter(external_id=f"i{i}").update(phash=phash)
+    copy = Image.objects.create(collection=collection, external_id="i0-copy", width=300, height=200, format="JPEG",
+                                sha256="9" * 64, phash="ffd8a0c0e0f01235", status="ready")
+    Caption.objects.create(image=copy, text="stock photo a dog on a beach, again", origin="alt_text")
+    Caption.objects.create(image=copy, text="a bad copy", origin="alt_text")
+    steps = [{"filter": "test_wide_enough"}, {"filter": "near_duplicate"}, {"filter": "test_strip_stock"},
+             {"filter": "test_no_bad_words"}, {"filter": "test_one_per_image"}]
+    run = run_it(collection, steps=steps, monkeypatch=monkeypatch)
+    later = FilterDecision.objects.filter(run=run, step__in=[2, 3], image=copy)
+    assert not later.exists()
+    dup = FilterDecision.objects.get(run=run, step=1, image=copy)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=dup, outcome="keep", note="a stereo pair, not a copy", user=alice)
+    assert sorted(later.values_list("step", "caption__text", "outcome")) == [
+        (2, "a bad copy", "keep"), (2, "stock photo a dog on a beach, again", "keep"),
+        (3, "a bad copy", "drop"), (3, "stock photo a dog on a beach, again", "keep")]
+    run.refresh_from_db()
+    assert run.funnel == executor.compute_funnel(run)
+    assert [row["entered"] for row in run.funnel][:4] == [4, 3, 6, 6]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=dup, outcome="drop", note="on second thoughts, a copy", user=alice)
+    assert not later.exists()
+    run.refresh_from_db()
+    assert [row["entered"] for row in run.funnel][:4] == [4, 3, 4, 4]
