@@ -146,8 +146,8 @@ def decision_override(*, decision, outcome: str, note: str = "", user=None):
 
 
 def _reconcile_on_commit(decisions) -> None:
-    """An override at a run-level step of a finished run changes what reached the steps after it:
-    ``executor.reconcile`` brings their decisions in line, on the filters queue once this commits."""
+    """An override in a finished run changes what reached the steps after it: ``executor.reconcile``
+    brings their decisions in line, on the filters queue once this commits."""
     from .models import FilterRun
     from .tasks import filter_reconcile
 
@@ -155,8 +155,7 @@ def _reconcile_on_commit(decisions) -> None:
     by_run: dict[int, set[int]] = {}
     for d in decisions:
         run = runs[d.run_id]
-        if run.status == FilterRun.Status.DONE and run.snapshot[d.step]["run_level"] and any(
-                not step["run_level"] for step in run.snapshot[d.step + 1:]):
+        if run.status == FilterRun.Status.DONE and d.step + 1 < len(run.snapshot):
             by_run.setdefault(d.run_id, set()).add(d.image_id)
     for run_id, image_ids in by_run.items():
         transaction.on_commit(lambda r=run_id, i=sorted(image_ids): filter_reconcile.delay(r, i))

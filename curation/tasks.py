@@ -37,7 +37,7 @@ def filter_chunk(self, run_id: int, index: int) -> str:
         return "failed"
 @shared_task(name="curation.filter_reconcile", acks_late=True, time_limit=1800, soft_time_limit=1740)
 def filter_reconcile(run_id: int, image_ids: list[int]) -> int:
-    """The later steps of a finished run follow a curator's override at a run-level step."""
+    """The steps after curators' overrides in a finished run follow the final outcomes (``executor.reconcile``)."""
     from .pipeline import executor
 
     return executor.reconcile(run_id, image_ids)

@@ -234,6 +234,9 @@ class _ChunkState:
         self.counts: dict[tuple[int, str], int] = {}
         self.pattern_uses: dict[int, list] = {}
         self.share: shared.RunShare | None = None  # the run's decisions shared between workers, when on
+        # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
+        # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
+        self.overrides: dict[int, dict[tuple, str]] | None = None
 
     def count(self, position: int, outcome: str) -> None:
         key = (position, outcome)
@@ -273,18 +276,20 @@ class _ChunkState:
 
 
 def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False,
-                  counts: dict | None = None) -> int:
+                  counts: dict | None = None, overrides: dict | None = None) -> int:
     """Run the chunk-level steps over some images and their captions; returns the items processed.
     ``first_attempt``: the caller knows that no attempt at these images has committed before (a chunk's
     decisions commit together with its being done, and a done chunk is never claimed again), so the
     decisions go straight into the table without asking the database whether some are there already
     (with the image ids from every earlier run of the collection in the index, that lookup costs more
     than the chunk's own queries). ``counts``, when given, receives {step: {outcome: decisions}} of the
-    decisions made (the funnel of the chunk)."""
+    decisions made (the funnel of the chunk). ``overrides`` ({step: {(image, caption or None): outcome}}):
+    what curators decided, which the steps honour (an item a curator kept goes on to the next step)."""
     filters = instantiate(run)
     hashes: list[str] = []
     images, captions = load_items(image_ids, hashes)
     state = _ChunkState(run, filters)
+    state.overrides = overrides or None
     if _shares_decisions(run.snapshot, filters):
         state.share, repeats = shared.RunShare.open(run, hashes)
         if state.share is not None:
@@ -391,6 +396,7 @@ def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_c
     """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them.
     Consecutive steps decided by the text alone run as one group, once per distinct text."""
     index = 0
+    memo = memo and not state.overrides  # an override changes what goes on: step by step
     while index < len(steps):
         if memo and _memoisable(steps[index][1], steps[index][2]):
             end = index
@@ -421,6 +427,18 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
             survivors = _apply_text_only(state, position, step, flt, targets)
         else:
             survivors, dropped_images = _apply_each(state, position, step, flt, targets)
+    found = state.overrides.get(position) if state.overrides else None
+    if found and step["target"] == "image":
+        for item in targets:
+            outcome = found.get((item.image_id, None))
+            if outcome == DROP:
+                dropped_images.add(item.image_id)
+            elif outcome:
+                dropped_images.discard(item.image_id)
+    elif found:
+        alive = {id(item) for item in survivors}
+        survivors = [item for item in targets
+                     if found.get((item.image_id, item.caption_id), KEEP if id(item) in alive else DROP) != DROP]
     if step["target"] == "image":
         if dropped_images:
             for image_id in dropped_images:
@@ -1222,7 +1240,7 @@ def finalise(run: FilterRun) -> None:
         run.save(update_fields=["funnel"])
 
 
-def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]) -> int:
+def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int], run_level_too: bool = False) -> int:
     """Take back what the chunks' steps after a run-level step decided on the items it dropped.
 
     The chunks run every per-chunk step before the run-level steps run over the whole run, so a step
@@ -1233,10 +1251,11 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
     steps (a caption dropped at one step gets no decision at the next). Decisions a curator has
     reviewed stay. Transformed captions made from them stay too, as records: the image's page shows
     that the run dropped them, and releases take a run's transformed text only where the run kept
-    the raw caption. Returns how many decisions were taken back."""
+    the raw caption. ``run_level_too``: the later run-level steps' decisions go as well (a finished run's
+    override, see ``reconcile``). Returns how many decisions were taken back."""
     from ..models import Review
 
-    later = [i for i, s in enumerate(run.snapshot) if i > position and not s["run_level"]]
+    later = [i for i, s in enumerate(run.snapshot) if i > position and (run_level_too or not s["run_level"])]
     if not dropped or not later:
         return 0
     retracted = 0
@@ -1260,32 +1279,38 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
 
 
 def reconcile(run_id: int, image_ids: list[int]) -> int:
-    """After a curator's override at a run-level step of a finished run, make the later steps'
-    decisions on these images follow the final outcomes again: an item kept by the override gets back
-    what the chunks decide after that step (they run again over these images; decisions already there
-    stay as they are, reviews and overrides included), and an item now dropped loses them, as
-    ``finalise`` does. Then the funnel is recounted. Returns how many decisions the chunk steps wrote
-    or found. Run by the ``curation.filter_reconcile`` task, after the override commits."""
+    """After curators' overrides in a finished run, make the decisions after them follow the final
+    outcomes. The chunk steps run again over these images honouring every override (an item a curator
+    kept goes on to the next step; decisions already there, reviewed ones included, stay as they are),
+    and what follows a final drop at any step is taken back, as ``finalise`` does for the run-level steps.
+    Run-level steps are not run again: an item a curator brought back has no decision at those after its
+    override, and counts as kept there. Then the funnel is recounted. Returns the items the chunk steps
+    went over. Run by the ``curation.filter_reconcile`` task, after the override commits."""
+    from ..models import decisions_of_images
+
     run = FilterRun.objects.get(pk=run_id)
-    run_level = [i for i, step in enumerate(run.snapshot) if step["run_level"]]
-    if run.status != FilterRun.Status.DONE or not run_level or not any(
-            not step["run_level"] for step in run.snapshot[run_level[0] + 1:]):
-        return 0
     image_ids = sorted(set(image_ids))
+    if run.status != FilterRun.Status.DONE or not image_ids:
+        return 0
     final_drop = Q(override=DROP) | (Q(override="") & Q(outcome=DROP))
     with funnel_lock(run.pk):
-        written = process_chunk(run, image_ids) if image_ids else 0
-        for position in run_level:
-            step = run.snapshot[position]
-            dropped = FilterDecision.objects.filter(final_drop, run=run, step=position, image_id__in=image_ids)
+        caption_ids = list(Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True))
+        of_images = FilterDecision.objects.filter(decisions_of_images(image_ids, caption_ids), run=run)
+        overrides: dict[int, dict[tuple, str]] = {}
+        for position, image_id, caption_id, override in (of_images.exclude(override="")
+                                                         .values_list("step", "image_id", "caption_id", "override")):
+            overrides.setdefault(position, {})[(image_id, caption_id)] = override
+        went_over = process_chunk(run, image_ids, overrides=overrides)
+        for position, step in enumerate(run.snapshot):
+            dropped = of_images.filter(final_drop, step=position)
             if step["target"] == "image":
                 ids = list(dropped.filter(caption__isnull=True).values_list("image_id", flat=True))
             else:
                 ids = list(dropped.filter(caption__isnull=False).values_list("caption_id", flat=True))
-            _retract_later(run, position, step, ids)
+            _retract_later(run, position, step, ids, run_level_too=True)
         run.funnel = compute_funnel(run)
         run.save(update_fields=["funnel"])
-    return written
+    return went_over
 
 
 # The class (first key) of the PostgreSQL advisory locks that serialise the writers of a run's funnel.

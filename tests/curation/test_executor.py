@@ -317,3 +317,37 @@ def test_an_override_at_a_run_level_step_brings_the_later_steps_in_line(
     assert not later.exists()
     run.refresh_from_db()
     assert [row["entered"] for row in run.funnel][:4] == [4, 3, 4, 4]
+
+
+def test_an_override_at_a_chunk_step_of_a_finished_run_lets_the_item_go_on_or_takes_back_what_followed(
+        collection, monkeypatch, alice, eager_celery, django_capture_on_commit_callbacks):
+    run = run_it(collection, monkeypatch=monkeypatch)
+    narrow = collection.images.get(external_id="i1")
+    narrow_decision = FilterDecision.objects.get(run=run, step=0, image=narrow)
+    after_narrow = FilterDecision.objects.filter(run=run, step__gt=0, caption__image=narrow)
+    assert narrow_decision.outcome == "drop" and not after_narrow.exists()
+
+    # The curator keeps the narrow image: its caption goes through the chunk steps after that one.
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=narrow_decision, outcome="keep", user=alice)
+    assert sorted(after_narrow.values_list("step", "filter_name", "outcome")) == [
+        (1, "test_strip_stock", "keep"), (2, "test_no_bad_words", "keep")]  # run-level steps do not run again
+    run.refresh_from_db()
+    assert run.funnel == executor.compute_funnel(run)
+    assert [row["entered"] for row in run.funnel] == [3, 5, 5, 3]
+
+    # The curator drops a caption a later step had kept: what followed it goes, and the funnel follows.
+    dog = FilterDecision.objects.get(run=run, step=1, caption__text="a dog")
+    assert FilterDecision.objects.filter(run=run, step__gt=1, caption=dog.caption).count() == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=dog, outcome="drop", note="not the dog in the photo", user=alice)
+    assert not FilterDecision.objects.filter(run=run, step__gt=1, caption=dog.caption).exists()
+    run.refresh_from_db()
+    assert [row["entered"] for row in run.funnel] == [3, 5, 4, 2]
+
+    # And the narrow image dropped again: its caption's decisions go too.
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=narrow_decision, outcome="drop", user=alice)
+    assert not after_narrow.exists()
+    run.refresh_from_db()
+    assert run.funnel == executor.compute_funnel(run)
