@@ -145,6 +145,9 @@ def decision_override(*, decision, outcome: str, note: str = "", user=None):
     return decision
 
 
+RECONCILE_IMAGES = 2000  # images per reconcile task
+
+
 def _reconcile_on_commit(decisions) -> None:
     """An override in a finished run changes what reached the steps after it: ``executor.reconcile``
     brings their decisions in line, on the filters queue once this commits."""
@@ -158,7 +161,10 @@ def _reconcile_on_commit(decisions) -> None:
         if run.status == FilterRun.Status.DONE and d.step + 1 < len(run.snapshot):
             by_run.setdefault(d.run_id, set()).add(d.image_id)
     for run_id, image_ids in by_run.items():
-        transaction.on_commit(lambda r=run_id, i=sorted(image_ids): filter_reconcile.delay(r, i))
+        ordered = sorted(image_ids)
+        for start in range(0, len(ordered), RECONCILE_IMAGES):  # a bulk override: tasks of a chunk's size
+            batch = ordered[start:start + RECONCILE_IMAGES]
+            transaction.on_commit(lambda r=run_id, i=batch: filter_reconcile.delay(r, i))
 
 
 def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:

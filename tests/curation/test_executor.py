@@ -351,3 +351,29 @@ def test_an_override_at_a_chunk_step_of_a_finished_run_lets_the_item_go_on_or_ta
     assert not after_narrow.exists()
     run.refresh_from_db()
     assert run.funnel == executor.compute_funnel(run)
+
+
+def test_a_bulk_override_reconciles_in_tasks_of_bounded_size_and_only_for_finished_runs(
+        collection, monkeypatch, alice, django_capture_on_commit_callbacks):
+    from curation import services, tasks
+    from curation.services import decisions_override
+
+    sent = []
+    monkeypatch.setattr(tasks.filter_reconcile, "delay", lambda run_id, image_ids: sent.append((run_id, image_ids)))
+    monkeypatch.setattr(services, "RECONCILE_IMAGES", 2)
+    run = run_it(collection, monkeypatch=monkeypatch)
+    decisions = list(FilterDecision.objects.filter(run=run, step=1))  # four captions of two images
+    with django_capture_on_commit_callbacks(execute=True):
+        decisions_override(decisions=decisions, outcome="drop", user=alice)
+    images = sorted({d.image_id for d in decisions})
+    assert sent == [(run.pk, images)]
+    sent.clear()
+    everything = list(FilterDecision.objects.filter(run=run, step=0))  # three images
+    with django_capture_on_commit_callbacks(execute=True):
+        decisions_override(decisions=everything, outcome="keep", user=alice)
+    assert [len(ids) for _, ids in sent] == [2, 1]
+    sent.clear()
+    FilterRun.objects.filter(pk=run.pk).update(status=FilterRun.Status.RUNNING)  # still going: finalise decides
+    with django_capture_on_commit_callbacks(execute=True):
+        decisions_override(decisions=everything, outcome="drop", user=alice)
+    assert sent == []
