@@ -420,6 +420,8 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
         targets = alive_captions
     if not targets:
         return alive_images, alive_captions
+    found = state.overrides.get(position) if state.overrides else None
+    texts_before = [item.text for item in targets] if found and step["transform"] else None
     with _step_errors(position, step):
         if flt.text_keyed and step["target"] != "image":
             survivors = _apply_text_keyed(state, position, step, flt, targets)
@@ -427,7 +429,6 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
             survivors = _apply_text_only(state, position, step, flt, targets)
         else:
             survivors, dropped_images = _apply_each(state, position, step, flt, targets)
-    found = state.overrides.get(position) if state.overrides else None
     if found and step["target"] == "image":
         for item in targets:
             outcome = found.get((item.image_id, None))
@@ -439,6 +440,11 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
         alive = {id(item) for item in survivors}
         survivors = [item for item in targets
                      if found.get((item.image_id, item.caption_id), KEEP if id(item) in alive else DROP) != DROP]
+        if texts_before is not None:  # a transform's drop kept by a curator: its new text is saved too
+            for item, before in zip(targets, texts_before):
+                if (id(item) not in alive and found.get((item.image_id, item.caption_id), DROP) != DROP
+                        and item.text != before and item.caption_id is not None):
+                    state.transforms.setdefault(item.caption_id, []).append((position, item.text))
     if step["target"] == "image":
         if dropped_images:
             for image_id in dropped_images:

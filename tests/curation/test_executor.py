@@ -47,7 +47,20 @@ class OnePerImage(Filter):
         return out
 
 
-for cls in (WideEnough, StripStock, NoBadWords, OnePerImage):
+class Shorten(Filter):
+    """A transform that drops what it leaves too short (as hypernymization does), with the new text."""
+    name, is_transform, defaults = "test_shorten", True, {}
+
+    def apply(self, items):
+        out = []
+        for it in items:
+            text = it.text.replace("a narrow ", "")
+            out.append(Decision("drop" if len(text.split()) < 2 else "keep", "too_short", text=text)
+                       if text != it.text else keep("unchanged"))
+        return out
+
+
+for cls in (WideEnough, StripStock, NoBadWords, OnePerImage, Shorten):
     registry.FILTERS.setdefault(cls.name, cls)
 
 STEPS = [{"filter": "test_wide_enough"}, {"filter": "test_strip_stock"}, {"filter": "test_no_bad_words"},
@@ -377,3 +390,18 @@ def test_a_bulk_override_reconciles_in_tasks_of_bounded_size_and_only_for_finish
     with django_capture_on_commit_callbacks(execute=True):
         decisions_override(decisions=everything, outcome="drop", user=alice)
     assert sent == []
+
+
+def test_keeping_a_transforms_drop_saves_the_transformed_text_as_a_child(
+        collection, monkeypatch, alice, eager_celery, django_capture_on_commit_callbacks):
+    steps = [{"filter": "test_shorten"}, {"filter": "test_no_bad_words"}]
+    run = run_it(collection, steps=steps, monkeypatch=monkeypatch)
+    short = FilterDecision.objects.get(run=run, step=0, caption__text="a narrow picture")
+    assert (short.outcome, short.text_after) == ("drop", "picture")
+    assert not Caption.objects.filter(parent=short.caption).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_override(decision=short, outcome="keep", note="one word is enough here", user=alice)
+    child = Caption.objects.get(parent=short.caption)
+    assert (child.text, child.origin, child.metadata["step"]) == ("picture", "transformed", 0)
+    after = FilterDecision.objects.get(run=run, step=1, caption=short.caption)
+    assert after.outcome == "keep"  # it went on to the next step
