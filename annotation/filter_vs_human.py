@@ -140,7 +140,7 @@ def filter_vs_human(campaign: Campaign, precision: float = 0.9) -> list[dict]:
         return []
     decisions = (FilterDecision.objects
                  .filter(Q(caption_id__in=list(by_caption)) | Q(pk__in=list(by_decision)))
-                 .exclude(Q(override="na") | (Q(override="") & Q(outcome="na")))
+                 .exclude(FilterDecision.final_is("na"))
                  .order_by("run_id", "step", "pk")
                  .values_list("pk", "run_id", "step", "filter_name", "caption_id", "outcome", "override", "score"))
     groups: dict[tuple, list] = {}

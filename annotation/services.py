@@ -80,12 +80,8 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
         decisions = FilterDecision.objects.filter(run=run, caption__isnull=False)
         if step not in (None, ""):
             decisions = decisions.filter(step=int(step))
-            final = Q(override="drop") | (Q(override="") & Q(outcome="drop"))
-            keep = Q(override="keep") | (Q(override="") & Q(outcome="keep"))
-            if outcome == "keep":
-                decisions = decisions.filter(keep)
-            elif outcome == "drop":
-                decisions = decisions.filter(final)
+            if outcome in ("keep", "drop"):
+                decisions = decisions.filter(FilterDecision.final_is(outcome))
             if lo not in (None, ""):
                 decisions = decisions.filter(score__gte=float(lo))
             if hi not in (None, ""):
@@ -94,8 +90,7 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
                 scores[cid] = (score, did)
             captions = captions.filter(pk__in=list(scores))
         else:
-            dropped = FilterDecision.objects.filter(run=run, caption=OuterRef("pk")).filter(
-                Q(override="drop") | (Q(override="") & Q(outcome="drop")))
+            dropped = FilterDecision.objects.filter(FilterDecision.final_is("drop"), run=run, caption=OuterRef("pk"))
             seen = FilterDecision.objects.filter(run=run, caption=OuterRef("pk"))
             captions = captions.filter(Exists(seen))
             if outcome == "keep":

@@ -416,6 +416,11 @@ class FilterDecision(models.Model):
     def final_outcome(self) -> str:
         return self.override or self.outcome
 
+    @staticmethod
+    def final_is(outcome: str) -> Q:
+        """Decisions whose final outcome (the curator's override, else the filter's) is ``outcome``."""
+        return Q(override=outcome) | (Q(override="") & Q(outcome=outcome))
+
     class Meta:
         ordering = ["run", "step", "pk"]
         # Every index costs each of a run's rows an insertion, on the PostgreSQL backend that shares the

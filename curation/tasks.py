@@ -35,6 +35,8 @@ def filter_chunk(self, run_id: int, index: int) -> str:
             raise self.retry(exc=exc, countdown=2 ** self.request.retries)
         executor.chunk_failed(run_id, index, f"{type(exc).__name__}: {exc}")
         return "failed"
+
+
 @shared_task(name="curation.filter_reconcile", acks_late=True, time_limit=1800, soft_time_limit=1740)
 def filter_reconcile(run_id: int, image_ids: list[int]) -> int:
     """The steps after curators' overrides in a finished run follow the final outcomes (``executor.reconcile``)."""

@@ -1230,14 +1230,16 @@ def finalise(run: FilterRun) -> None:
         by_key = {row[key]: row for row in rows}
         decisions = []
         run_level[str(position)] = tally = {}
+        dropped = []
         for target_id, row in by_key.items():
             decision = results.get(target_id) or Decision(KEEP, "")
             item = Item(caption_id=row.get("caption_id") if key == "caption_id" else None,
                         image_id=row["image_id"], raw_text=row.get("text", ""), text=row.get("text", ""))
             decisions.append(_decision_row(run, position, step, item, decision, item.text))
             tally[decision.outcome] = tally.get(decision.outcome, 0) + 1
+            if decision.outcome == DROP:
+                dropped.append(target_id)
         write_decisions(decisions)
-        dropped = [target_id for target_id in by_key if (results.get(target_id) or Decision(KEEP, "")).outcome == DROP]
         retracted += _retract_later(run, position, step, dropped)
     with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
         run.funnel = None if retracted else _funnel_from_chunks(run, run_level)
@@ -1270,11 +1272,12 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
         ids = dropped[start:start + 5000]
         # Two statements, each on its own index (an OR of both would read the run's decisions whole):
         # a dropped image's own rows (the image-level partial index), then its captions' (caption_id).
-        scopes = [Q(caption_id__in=ids)]
         if step["target"] == "image":
             captions = list(Caption.objects.filter(image_id__in=ids).values_list("pk", flat=True))
             scopes = [Q(caption__isnull=True, image_id__in=ids)]
             scopes += [Q(caption_id__in=captions[i:i + 5000]) for i in range(0, len(captions), 5000)]
+        else:
+            scopes = [Q(caption_id__in=ids)]
         for scope in scopes:
             doomed = FilterDecision.objects.filter(scope, unreviewed, run=run, step__in=later, override="")
             retracted += doomed._raw_delete(doomed.db)  # no signals, no cascade: reviewed decisions are excluded
@@ -1298,7 +1301,6 @@ def reconcile(run_id: int, image_ids: list[int]) -> int:
     image_ids = sorted(set(image_ids))
     if run.status != FilterRun.Status.DONE or not image_ids:
         return 0
-    final_drop = Q(override=DROP) | (Q(override="") & Q(outcome=DROP))
     with funnel_lock(run.pk):
         caption_ids = list(Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True))
         of_images = FilterDecision.objects.filter(decisions_of_images(image_ids, caption_ids), run=run)
@@ -1308,7 +1310,7 @@ def reconcile(run_id: int, image_ids: list[int]) -> int:
             overrides.setdefault(position, {})[(image_id, caption_id)] = override
         went_over = process_chunk(run, image_ids, overrides=overrides)
         for position, step in enumerate(run.snapshot):
-            dropped = of_images.filter(final_drop, step=position)
+            dropped = of_images.filter(FilterDecision.final_is(DROP), step=position)
             if step["target"] == "image":
                 ids = list(dropped.filter(caption__isnull=True).values_list("image_id", flat=True))
             else:
