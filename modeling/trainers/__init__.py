@@ -13,7 +13,10 @@ from .base import Prepared, Trainer, TrainingError
 log = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, Trainer] = {}
-BUILTIN_MODULES = ("fluency", "captioner")
+BUILTIN_MODULES = ("fluency", "fluency_encoder", "captioner")
+# What a new run of each kind trains unless told otherwise: for fluency, the head on a pretrained sentence
+# encoder, which learns from a few hundred labels; the seed's four-way LSTM ("fluency-lstm4") is one choice away.
+DEFAULT_TRAINERS = {"fluency": "fluency-encoder"}
 _loaded = False
 
 
@@ -59,4 +62,4 @@ def trainers_for_kind(kind: str) -> list[Trainer]:
     return [t for t in all_trainers().values() if t.kind == kind]
 
 
-__all__ = ["Prepared", "Trainer", "TrainingError", "register", "get_trainer", "all_trainers", "trainers_for_kind"]
+__all__ = ["DEFAULT_TRAINERS", "Prepared", "Trainer", "TrainingError", "register", "get_trainer", "all_trainers", "trainers_for_kind"]

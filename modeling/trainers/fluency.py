@@ -1,11 +1,7 @@
 """The four-way LSTM sentence fluency classifier of seed 004 (Section 3.1), trainer "fluency-lstm4".
 
-Data: a fluency campaign's tasks whose "consistent" aggregate (annotation.aggregation, seed 004's
-rule: both raters agree and neither said "difficult to tell") is ``fluent`` (y = 1) or ``not_fluent``
-(y = 0); tasks whose consistent label is null (inconsistent, "difficult", too few votes) are left
-out and counted in the summary. A campaign never aggregated is aggregated first.
-
-Model: four LSTM classifiers over
+Data: a fluency campaign's consistent labels (modeling.trainers.fluency_data). Model: four LSTM
+classifiers over
 
 - ``words``: the rated (translated) sentence's words,
 - ``pos``: its part-of-speech tags,
@@ -20,25 +16,28 @@ where a pipeline for the sentence's language is installed; where none is, or whe
 source text, those branches are left out and the summary's notes say so. An item without a source
 text (at scoring time, say) averages over the branches it has.
 
-Defaults are the seed's: embedding and hidden size 512, dropout, Adam lr 1e-4 with betas (0.9, 0.9)
-and eps 1e-6, batch 64. Held-out metrics (precision, recall, F1, accuracy) sit next to the seed's
-Table 2 baselines computed on the same test split: random guess and sentence length (fluent if
-shorter than the mean length of the fluent training sentences).
+Hyper-parameters are the seed's: embedding and hidden size 512, dropout, Adam lr 1e-4 with betas
+(0.9, 0.9) and eps 1e-6, batch 64. The seed gives no epoch count; the platform trains up to 40 epochs
+with early stopping on the validation loss and keeps the best epoch's weights. With fewer than 500
+labels the run says the data is small for this model, and k-fold cross-validation decides whether it
+beats the majority class (modeling.evaluation). Held-out metrics sit next to the majority class and the
+seed's Table 2 baselines (random guess, sentence length) on the same test split.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import random
-import re
 from collections import Counter
-from functools import lru_cache
 
 from modeling.models import Kind
 
 from . import register
 from .base import Prepared, Trainer, TrainingError
+from .fluency_baselines import binary_metrics, length_baseline, random_guess  # noqa: F401 - public names
+from .fluency_data import (check_counts, counts, fold_prepared, held_out_metrics, labelled_items, n_words,
+                           small_data_note, split)
+from .fluency_text import has_pipeline, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -46,83 +45,6 @@ BRANCHES = ("words", "pos", "src_words", "src_pos")
 BRANCH_LABELS = {"words": "rated sentence words", "pos": "rated sentence POS tags",
                  "src_words": "source sentence words", "src_pos": "source sentence POS tags"}
 PAD, UNK = "<pad>", "<unk>"
-# Words are letter/digit runs or single punctuation marks; CJK characters count one each (the seed
-# segments Chinese with a service we do not have; characters are the usual stand-in).
-_TOKEN_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+(?:['’-][^\W_]+)*|[^\w\s]")
-
-
-# --- text -> tokens ---------------------------------------------------------------------------------
-
-def _spacy_languages() -> dict[str, str]:
-    """{language code: installed spaCy package} with settings.SPACY_MODEL first for its language."""
-    from django.conf import settings
-
-    found: dict[str, str] = {}
-    try:
-        import spacy
-
-        names = [settings.SPACY_MODEL] + sorted(spacy.util.get_installed_models())
-        for name in names:
-            if name in found.values():
-                continue
-            try:
-                meta = spacy.util.get_package_meta(name) if name != settings.SPACY_MODEL else None
-            except Exception:  # pragma: no cover - a broken package
-                meta = None
-            lang = (meta or {}).get("lang") or name.split("_", 1)[0]
-            found.setdefault(lang, name)
-    except ImportError:  # pragma: no cover - spaCy is a requirement
-        pass
-    return found
-
-
-@lru_cache(maxsize=1)
-def spacy_languages() -> dict[str, str]:
-    return _spacy_languages()
-
-
-def _base_language(language: str) -> str:
-    return (language or "").split("-", 1)[0].split("_", 1)[0].lower()
-
-
-def has_pipeline(language: str) -> bool:
-    return _base_language(language) in spacy_languages()
-
-
-@lru_cache(maxsize=4)
-def _pipeline(language: str):
-    """The tagging pipeline for a language: the platform's loader for settings.SPACY_MODEL, otherwise
-    the installed package for that language (parser and NER excluded)."""
-    from django.conf import settings
-
-    name = spacy_languages()[_base_language(language)]
-    if name == settings.SPACY_MODEL:
-        from curation.pipeline import nlp
-
-        return nlp.load(frozenset({"pos"}))
-    import spacy
-
-    return spacy.load(name, exclude=["parser", "ner", "lemmatizer"])
-
-
-def words(text: str) -> list[str]:
-    return [t.lower() for t in _TOKEN_RE.findall(text or "")]
-
-
-def tokenize(texts: list[str], language: str, with_pos: bool, max_tokens: int) -> list[tuple[list[str], list[str]]]:
-    """[(lower-cased words, POS tags)] per text; POS tags only when ``with_pos`` (spaCy's tokens then
-    give the words too, so both branches see the same tokens)."""
-    out = []
-    if with_pos:
-        nlp = _pipeline(language)
-        for doc in nlp.pipe([(t or "")[:5000] for t in texts], batch_size=256):
-            toks = [(tok.text.lower(), tok.pos_ or tok.tag_ or "X") for tok in doc if not tok.is_space]
-            toks = toks[:max_tokens]
-            out.append(([w for w, _ in toks], [p for _, p in toks]))
-    else:
-        for text in texts:
-            out.append((words(text)[:max_tokens], []))
-    return out
 
 
 # --- the model --------------------------------------------------------------------------------------
@@ -180,41 +102,6 @@ def average_f(logits: dict, masks: dict):
     return total / count.clamp(min=1.0)
 
 
-# --- metrics ----------------------------------------------------------------------------------------
-
-def binary_metrics(y_true: list[int], y_pred: list[int]) -> dict:
-    tp = sum(1 for t, p in zip(y_true, y_pred) if t == 1 and p == 1)
-    fp = sum(1 for t, p in zip(y_true, y_pred) if t == 0 and p == 1)
-    fn = sum(1 for t, p in zip(y_true, y_pred) if t == 1 and p == 0)
-    n = len(y_true)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    accuracy = sum(1 for t, p in zip(y_true, y_pred) if t == p) / n if n else 0.0
-    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
-            "accuracy": round(accuracy, 4)}
-
-
-def length_baseline(train_lengths: list[int], train_labels: list[int], test_lengths: list[int],
-                    test_labels: list[int]) -> dict:
-    """Seed 004, Table 2: fluent if the sentence is shorter than the mean length of the fluent
-    sentences of the training split."""
-    fluent = [n for n, y in zip(train_lengths, train_labels) if y == 1]
-    threshold = sum(fluent) / len(fluent) if fluent else 0.0
-    preds = [1 if n < threshold else 0 for n in test_lengths]
-    return {**binary_metrics(test_labels, preds), "threshold": round(threshold, 4)}
-
-
-def random_guess(test_labels: list[int]) -> dict:
-    """Seed 004, Table 2: a fair coin per sentence, as expected values (recall 1/2, precision the
-    share of fluent sentences, accuracy 1/2)."""
-    n = len(test_labels)
-    share = sum(test_labels) / n if n else 0.0
-    precision, recall = share, 0.5 if share else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
-            "accuracy": 0.5 if n else 0.0}
-
 
 # --- the trainer ------------------------------------------------------------------------------------
 
@@ -222,7 +109,9 @@ class FluencyTrainer(Trainer):
     kind = Kind.FLUENCY
     name = "fluency-lstm4"
     default_config = {
-        "epochs": 10,
+        "epochs": 40,           # the seed gives none; early stopping ends sooner
+        "early_stopping_patience": 6,
+        "select_best": True,
         "batch_size": 64,
         "lr": 1e-4,
         "betas": [0.9, 0.9],
@@ -238,73 +127,19 @@ class FluencyTrainer(Trainer):
         "max_tokens": 60,
         "branches": list(BRANCHES),  # which of the four to use where possible
         "threshold": 0.5,
+        "cv_folds": 5,          # k-fold cross-validation below cv_below labels
+        "cv_below": 500,
     }
 
     # --- data ---------------------------------------------------------------------------------
-    def labelled_items(self, campaign) -> tuple[list[dict], dict]:
-        """The campaign's consistently labelled items [{task, text, source, label, language,
-        source_language}] and the counts left out by reason."""
-        from annotation.models import Aggregate, Task
-
-        if campaign.kind != "fluency":
-            raise TrainingError(f"Campaign {campaign.name!r} is a {campaign.kind!r} campaign; the fluency "
-                                f"classifier trains on a fluency campaign's votes.", code="bad_config")
-        rows = Aggregate.objects.filter(task__campaign=campaign, task__role=Task.Role.REAL, method="consistent",
-                                        part="")
-        if not rows.exists():
-            from annotation.aggregation import aggregate_campaign
-
-            aggregate_campaign(campaign.pk)
-        items, left_out = [], Counter()
-        for agg in rows.select_related("task__caption__parent").order_by("task_id"):
-            caption = agg.task.caption
-            if caption is None:
-                left_out["no caption"] += 1
-                continue
-            if agg.label not in ("fluent", "not_fluent"):
-                left_out[(agg.details or {}).get("ignored") or "no consistent label"] += 1
-                continue
-            meta = caption.metadata or {}
-            source = meta.get("source_text") if isinstance(meta.get("source_text"), str) else None
-            source_language = meta.get("source_language") or ""
-            if not source and caption.parent_id:
-                source = caption.parent.text
-                source_language = source_language or caption.parent.language
-            items.append({"task": agg.task_id, "caption": caption.pk, "text": caption.text,
-                          "source": source or "", "label": 1 if agg.label == "fluent" else 0,
-                          "language": caption.language or campaign.text_language or "en",
-                          "source_language": source_language or "en"})
-        return items, dict(left_out)
+    def labelled_items(self, campaign, exclude_tasks=()) -> tuple[list[dict], dict]:
+        return labelled_items(campaign, exclude_tasks)
 
     def check_counts(self, items: list[dict], left_out: dict, config: dict) -> None:
-        fluent = sum(i["label"] for i in items)
-        not_fluent = len(items) - fluent
-        need, per_class = int(config["min_labels"]), int(config["min_per_class"])
-        if len(items) < need or fluent < per_class or not_fluent < per_class:
-            ignored = sum(left_out.values())
-            raise TrainingError(
-                f"Too few fluency labels to train: need at least {need} consistent labels with at least "
-                f"{per_class} of each class; present: {len(items)} ({fluent} fluent, {not_fluent} not fluent; "
-                f"{ignored} left out as difficult, inconsistent or with too few votes).",
-                code="too_few_labels")
+        check_counts(items, left_out, config)
 
     def split(self, items: list[dict], config: dict) -> tuple[list, list, list]:
-        """Stratified, seeded: each class split on its own so every split sees both classes."""
-        rng = random.Random(f"fluency-split:{config.get('seed', 0)}")
-        train, val, test = [], [], []
-        for label in (1, 0):
-            group = [i for i in items if i["label"] == label]
-            rng.shuffle(group)
-            n_test = max(1, round(len(group) * float(config["test_fraction"])))
-            n_val = round(len(group) * float(config["val_fraction"]))
-            if len(group) - n_test - n_val < 1:
-                n_val = max(0, len(group) - n_test - 1)
-            test += group[:n_test]
-            val += group[n_test:n_test + n_val]
-            train += group[n_test + n_val:]
-        for part in (train, val, test):
-            part.sort(key=lambda i: i["task"])
-        return train, val, test
+        return split(items, config)
 
     def choose_branches(self, items: list[dict], config: dict) -> tuple[list[str], list[str]]:
         wanted = [b for b in BRANCHES if b in (config.get("branches") or BRANCHES)]
@@ -384,9 +219,12 @@ class FluencyTrainer(Trainer):
         if run.campaign_id is None:
             raise TrainingError("The fluency classifier trains on a fluency campaign's aggregated votes: choose a "
                                 "campaign.", code="bad_config")
-        items, left_out = self.labelled_items(run.campaign)
+        items, left_out = self.labelled_items(run.campaign, config.get("exclude_tasks") or ())
         self.check_counts(items, left_out, config)
         branches, notes = self.choose_branches(items, config)
+        note = small_data_note(len(items), self.name)
+        if note:
+            notes.append(note)
         train, val, test = self.split(items, config)
         max_tokens = int(config["max_tokens"])
         seqs = {name: self.sequences(part, branches, max_tokens)
@@ -394,8 +232,8 @@ class FluencyTrainer(Trainer):
         min_count = int(config["min_count"])
         vocabs = {}
         for b in branches:
-            counts = Counter(tok for seq in seqs["train"] for tok in seq.get(b, ()))
-            vocabs[b] = [PAD, UNK] + sorted(t for t, c in counts.items() if c >= min_count)
+            token_counts = Counter(tok for seq in seqs["train"] for tok in seq.get(b, ()))
+            vocabs[b] = [PAD, UNK] + sorted(t for t, c in token_counts.items() if c >= min_count)
         info = {"branches": branches, "vocabs": vocabs, "max_tokens": max_tokens,
                 "languages": sorted({i["language"] for i in items}),
                 "source_languages": sorted({i["source_language"] for i in items if i["source"]}),
@@ -404,16 +242,12 @@ class FluencyTrainer(Trainer):
                 "campaign": run.campaign_id}
 
         def examples(part, part_seqs):
-            return [{"task": i["task"], "label": i["label"], "ids": enc, "n_words": len(words(i["text"])),
-                     "source_length": len(words(i["source"])) if i["source"] else None}
+            return [{"task": i["task"], "label": i["label"], "ids": enc, "n_words": n_words(i["text"]),
+                     "source_length": n_words(i["source"]) if i["source"] else None}
                     for i, s, enc in zip(part, part_seqs, self.encode_seqs(part_seqs, vocabs))]
 
         data = [[i["task"], i["text"], i["source"], i["label"]] for i in items]
         data_hash = hashlib.sha256(json.dumps(data, ensure_ascii=False).encode()).hexdigest()
-
-        def counts(part):
-            fl = sum(i["label"] for i in part)
-            return {"fluent": fl, "not_fluent": len(part) - fl}
 
         summary = {"campaign": run.campaign_id, "labels": counts(items), "left_out": left_out,
                    "splits": {"train": counts(train), "val": counts(val), "test": counts(test)},
@@ -507,24 +341,34 @@ class FluencyTrainer(Trainer):
         threshold = float(config.get("threshold", 0.5))
         y = [e["label"] for e in test]
         fs, per_branch = self.predict(model, test, device)
-        metrics = {**binary_metrics(y, [1 if f > threshold else 0 for f in fs]), "n_test": len(test),
-                   "threshold": threshold}
+        metrics = held_out_metrics(y, fs, threshold, [e["label"] for e in train], [e["n_words"] for e in train],
+                                   [e["n_words"] for e in test])
         metrics["branches"] = {}
         for b, ps in per_branch.items():
             pairs = [(t, 1 if p > threshold else 0) for t, p in zip(y, ps) if p is not None]
             if pairs:
                 metrics["branches"][b] = binary_metrics([t for t, _ in pairs], [p for _, p in pairs])
-        baselines = {"random_guess": random_guess(y),
-                     "length_rated": length_baseline([e["n_words"] for e in train], [e["label"] for e in train],
-                                                     [e["n_words"] for e in test], y)}
         src_train = [e for e in train if e.get("source_length") is not None]
         src_test = [e for e in test if e.get("source_length") is not None]
         if src_train and src_test:
-            baselines["length_source"] = length_baseline(
+            metrics["baselines"]["length_source"] = length_baseline(
                 [e["source_length"] for e in src_train], [e["label"] for e in src_train],
                 [e["source_length"] for e in src_test], [e["label"] for e in src_test])
-        metrics["baselines"] = baselines
         return metrics
+
+    # --- cross-validation (the engine calls these) -----------------------------------------------
+    def labels(self, split_data) -> list[int]:
+        return [e["label"] for e in split_data]
+
+    def predict_proba(self, model, split_data, device) -> list[float]:
+        return self.predict(model, split_data, device)[0]
+
+    def folds(self, prepared: Prepared, k: int, seed: int) -> list[Prepared]:
+        """k stratified folds over every labelled item. The vocabularies stay those of the run's
+        training split: a word seen only in another fold keeps an untrained embedding."""
+        return fold_prepared(prepared, lambda p: list(p.train) + list(p.val) + list(p.test),
+                             lambda items, idx: [items[n] for n in idx], k, seed,
+                             max(0.1, float(self.default_config["val_fraction"])), lambda e: e["label"])
 
     # --- inference ----------------------------------------------------------------------------
     def encode_texts(self, texts: list[str], info: dict, sources: list[str | None] | None = None,
@@ -539,6 +383,11 @@ class FluencyTrainer(Trainer):
                   "source_language": src_lang} for n, t in enumerate(texts)]
         seqs = self.sequences(items, branches, int(info.get("max_tokens", 60)))
         return [{"ids": enc} for enc in self.encode_seqs(seqs, info["vocabs"])]
+
+
+    def score_texts(self, model, info: dict, texts: list[str], sources=None, device="cpu") -> list[float]:
+        """f per text with a trained version (modeling.fluency.score calls this)."""
+        return self.predict(model, self.encode_texts(texts, info, sources=sources), device)[0]
 
 
 register(FluencyTrainer)

@@ -1,0 +1,99 @@
+"""The learning loop end to end on PostgreSQL and Redis with a real Celery worker: three rounds, each
+aggregating, retraining, comparing on the hold-out, re-scoring and re-prioritising the open tasks."""
+import os
+import time
+
+import pytest
+
+from annotation.models import Task
+from modeling.loop import services
+from modeling.models import LearningLoop, LoopRound, ModelVersion
+from tests.conftest import REQUIRE_SERVICES, _close_connections
+from tests.modeling.loop_helpers import make_pool_campaign, next_tasks, vote
+
+pytestmark = pytest.mark.worker
+
+
+@pytest.fixture
+def gpu_worker(transactional_db):
+    """A real Celery worker (thread, solo pool) consuming the gpu and default queues from Redis."""
+    from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
+
+    from captionlab.celery import app
+
+    if not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        if REQUIRE_SERVICES:
+            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL or Redis is not configured")
+        pytest.skip("the loop's worker test needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)")
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    task_postrun.connect(_close_connections)
+    try:
+        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, queues=["gpu", "default"],
+                          shutdown_timeout=60):
+            yield app
+    finally:
+        task_postrun.disconnect(_close_connections)
+        app.conf.task_always_eager = saved
+
+
+def _run_round(loop, user, timeout=300) -> LoopRound:
+    round_ = services.round_start(loop, user=user)  # enqueued on commit: transactional_db commits at once
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        round_.refresh_from_db()
+        if round_.finished:
+            return round_
+        time.sleep(0.5)
+    raise AssertionError(f"round {round_.number} still {round_.status} ({round_.stage}) after {timeout} s")
+
+
+def _ranks(campaign, task_ids):
+    priority = dict(Task.objects.filter(pk__in=task_ids).values_list("pk", "priority"))
+    return sorted(task_ids, key=lambda t: (priority[t], t))
+
+
+def test_three_rounds_reprioritise_the_open_tasks_store_hold_out_metrics_and_keep_a_worse_version_out(
+        gpu_worker, alice, django_user_model):
+    campaign, truth, raters = make_pool_campaign(alice, django_user_model, n=360, seed=11, name="worker fluency")
+    loop = services.loop_create(campaign=campaign, user=alice, config={"cv_folds": 3}, min_holdout=15)
+    held = set(loop.holdout_tasks)
+    assert len(held) == 72  # a fifth of the tasks, spread through the queue
+    vote(campaign, truth, next_tasks(campaign, 120), raters)
+    watched = sorted(set(next_tasks(campaign, 200)) - held)[:150]  # open tasks, none labelled yet
+
+    first = _run_round(loop, alice)
+    assert first.status == "done", first.error
+    assert first.activated and "Activated" in first.decision
+    assert first.holdout["n"] >= 15 and first.holdout["new"]["macro_f1"] > first.holdout["majority"]["macro_f1"]
+    assert first.labels_used == 120 - len(held & set(Task.objects.filter(campaign=campaign, status="done")
+                                                      .values_list("pk", flat=True)))
+    assert first.changes["rescored"] == Task.objects.filter(campaign=campaign, status="open").count()
+    order_after_first = _ranks(campaign, watched)
+    scores_after_first = dict(Task.objects.filter(pk__in=watched).values_list("pk", "model_score"))
+    assert all(score is not None for score in scores_after_first.values())
+
+    vote(campaign, truth, next_tasks(campaign, 80), raters)
+    still_open = [t for t in watched if Task.objects.get(pk=t).status == "open"]
+    second = _run_round(loop, alice)
+    assert second.status == "done", second.error
+    assert second.labels_used > first.labels_used
+    # The model changed, so did the scores and the order in which the same open tasks are served.
+    scores_after_second = dict(Task.objects.filter(pk__in=still_open).values_list("pk", "model_score"))
+    assert any(abs(scores_after_second[t] - scores_after_first[t]) > 0.01 for t in still_open)
+    assert _ranks(campaign, still_open) != [t for t in order_after_first if t in still_open]
+    assert second.holdout["new"]["n"] == second.holdout["n"] and "previous" in second.holdout
+    active_before_third = ModelVersion.objects.get(kind="fluency", active=True)
+
+    # A round whose training is crippled (one epoch at a vanishing learning rate) trains a worse model: it is
+    # registered, compared on the hold-out, and not activated.
+    LearningLoop.objects.filter(pk=loop.pk).update(config={"cv_folds": 0, "epochs": 1, "lr": 1e-7})
+    loop.refresh_from_db()
+    third = _run_round(loop, alice)
+    assert third.status == "done", third.error
+    assert not third.activated and third.decision.startswith("Not activated")
+    assert ModelVersion.objects.get(kind="fluency", active=True) == active_before_third
+    assert third.version.pk != active_before_third.pk
+    assert [r.number for r in loop.rounds.all()] == [1, 2, 3]
+    assert all(r.holdout.get("new", {}).get("macro_f1") is not None for r in loop.rounds.all())
