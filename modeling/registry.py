@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from . import evaluation
 from .models import Kind, ModelVersion
 from .trainers import get_trainer
 from .trainers.base import TrainingError
@@ -116,14 +117,36 @@ def active_version(kind: str) -> ModelVersion | None:
     return ModelVersion.objects.filter(kind=kind, active=True).first()
 
 
-def activate(version: ModelVersion, user=None) -> ModelVersion:
-    """Make ``version`` the one active version of its kind (atomically; the others are deactivated)."""
+def activate(version: ModelVersion, user=None, force: bool = False) -> ModelVersion:
+    """Make ``version`` the one active version of its kind (atomically; the others are deactivated).
+
+    A version whose stored verdict says it does not beat the majority class is refused (TrainingError,
+    code "does_not_beat_majority", naming both macro F1 figures) unless ``force``: a constant answer
+    must not end up filtering captions by accident."""
+    if not force:
+        check_activatable(version)
     with transaction.atomic():
         list(ModelVersion.objects.select_for_update().filter(kind=version.kind).values_list("pk", flat=True))
         ModelVersion.objects.filter(kind=version.kind, active=True).exclude(pk=version.pk).update(active=False)
         ModelVersion.objects.filter(pk=version.pk).update(active=True, activated_by=user, activated_at=timezone.now())
     version.refresh_from_db()
     return version
+
+
+def check_activatable(version: ModelVersion) -> None:
+    """Raise TrainingError (code does_not_beat_majority) when the version's verdict says it does not
+    beat the majority class; versions without a verdict (captioners, older runs) pass."""
+    if not evaluation.does_not_beat_majority(version.metrics):
+        return
+    verdict = version.metrics["verdict"]
+    if "model" in verdict and "majority" in verdict:
+        bar = max(verdict["majority"], verdict.get("chance", 0.0)) + verdict.get("margin", evaluation.MAJORITY_MARGIN)
+        figures = (f"macro F1 {verdict['model']:.3f} against the majority class's {verdict['majority']:.3f}; "
+                   f"it needs {bar:.3f}")
+    else:
+        figures = verdict.get("text", "")
+    raise TrainingError(f"{version} does not beat the majority class ({figures}). Activate it anyway only on "
+                        "purpose (force).", code="does_not_beat_majority")
 
 
 def deactivate(version: ModelVersion) -> ModelVersion:

@@ -1,17 +1,44 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .models import ModelVersion, TrainingRun
 
 
+class VerdictSerializer(serializers.Serializer):
+    """evaluation.verdict(): does the model beat the majority class by ``margin`` macro F1?"""
+
+    beats_majority = serializers.BooleanField(allow_null=True)
+    model = serializers.FloatField(required=False, help_text="the model's macro F1")
+    majority = serializers.FloatField(required=False, help_text="the majority class's macro F1")
+    margin = serializers.FloatField()
+    basis = serializers.CharField(help_text='"cv" (cross-validated means), "test" (held-out split) or "none"')
+    text = serializers.CharField()
+
+
 class ModelVersionSerializer(serializers.ModelSerializer):
     run = serializers.PrimaryKeyRelatedField(read_only=True)
     activated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    beats_majority = serializers.SerializerMethodField(
+        help_text="false: activating it needs force; null: not judged (no held-out items, or not a classifier)")
+    verdict = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelVersion
         fields = ["id", "kind", "version", "run", "artifact", "artifact_sha256", "config", "metrics", "active",
-                  "activated_by", "activated_at", "created_at"]
+                  "activated_by", "activated_at", "created_at", "beats_majority", "verdict"]
         read_only_fields = fields
+
+    def get_beats_majority(self, version) -> bool | None:
+        return ((version.metrics or {}).get("verdict") or {}).get("beats_majority")
+
+    @extend_schema_field(VerdictSerializer(allow_null=True))
+    def get_verdict(self, version):
+        return (version.metrics or {}).get("verdict")
+
+
+class ActivateSerializer(serializers.Serializer):
+    force = serializers.BooleanField(required=False, default=False,
+                                     help_text="activate even a version that does not beat the majority class")
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):

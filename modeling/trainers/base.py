@@ -1,4 +1,4 @@
-"""The interface every trainer implements; the engine (modeling/engine.py) drives it.
+"""The interface every trainer implements; the engine (modeling/engine/) drives it.
 
 A trainer knows its data and its model; the engine knows devices, seeds, mixed precision, progress,
 checkpoints, resuming, out-of-memory retries and the registry. Trainers never touch those.
@@ -45,7 +45,11 @@ class Trainer:
 
     Config keys the engine itself reads (defaults in ``ENGINE_DEFAULTS``): ``epochs``, ``batch_size``,
     ``lr``, ``weight_decay``, ``seed``, ``device`` ("auto" | "cpu" | "cuda"), ``amp`` (bool, CUDA only),
-    ``min_batch_size`` (OOM floor), ``grad_clip`` (0 = off).
+    ``min_batch_size`` (OOM floor), ``grad_clip`` (0 = off), ``early_stopping_patience``,
+    ``select_best``, ``checkpoint_every``, ``cv_folds``, ``cv_below`` (see the comments below).
+
+    A binary classifier may also implement ``folds``, ``labels`` and ``predict_proba``: then the engine
+    cross-validates it on small data sets (modeling/engine/cv.py).
     """
 
     kind: str = ""
@@ -62,6 +66,18 @@ class Trainer:
         "amp": True,
         "min_batch_size": 1,
         "grad_clip": 0.0,
+        # Stop when the validation loss has not improved for this many epochs; 0: train every epoch.
+        "early_stopping_patience": 0,
+        # With a validation split, keep (evaluate and register) the weights of the lowest validation loss.
+        "select_best": True,
+        # Write a storage checkpoint every N epochs (and at the last one); small fast models set it higher.
+        "checkpoint_every": 1,
+        # torch's intra-op threads while this run trains (modeling.threads); 0 leaves the process's setting.
+        "torch_threads": 0,
+        # k-fold cross-validation after training (trainers with folds/labels/predict_proba); 0 or 1: off ...
+        "cv_folds": 0,
+        # ... and only for data sets with fewer labelled items than this.
+        "cv_below": 500,
     }
 
     def config(self, overrides: dict | None = None) -> dict:
@@ -103,6 +119,13 @@ class Trainer:
     def evaluate(self, model, prepared: Prepared, device, config: dict) -> dict:
         """Held-out metrics (a flat dict of numbers, or nested dicts of numbers)."""
         return {}
+
+    # --- optional: cross-validation of a binary classifier ------------------------------------------
+    # folds(prepared, k, seed) -> list[Prepared]: k Prepared, each with train, val (may be empty) and the
+    #     fold as test, and the parent's info.
+    # labels(split_data) -> list[int]: the 0/1 labels of a split.
+    # predict_proba(model, split_data, device) -> list[float]: the probability of class 1 per item.
+    # Not defined here, so that the engine can tell the trainers that have them (cv.folds_wanted).
 
     def finish(self, run, model, prepared: Prepared, device, config: dict) -> dict:
         """Optional extras after training (e.g. generated captions); returns JSON-able extras that are

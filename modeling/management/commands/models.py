@@ -3,31 +3,33 @@
     manage.py models                   # all versions
     manage.py models --kind fluency
     manage.py models activate fluency 3
+    manage.py models activate fluency 3 --force   # even though it does not beat the majority class
 """
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import registry
+from modeling import evaluation, registry
 from modeling.models import Kind, ModelVersion
+from modeling.trainers.base import TrainingError
+
+BELOW_MAJORITY = "does not beat majority"
 
 
 class Command(BaseCommand):
     help = "List model versions per kind, or activate one (one active version per kind)."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", nargs="?", choices=["list", "activate"], default="list")
-        parser.add_argument("kind", nargs="?", choices=Kind.values)
-        parser.add_argument("version", nargs="?", type=int)
-        parser.add_argument("--kind", dest="kind_filter", choices=Kind.values)
+        parser.add_argument("action", nargs="?", choices=["list", "activate"], default="list",
+                            help="list the versions (default) or activate one")
+        parser.add_argument("kind", nargs="?", choices=Kind.values,
+                            help="the model kind: with activate, the kind of the version; with list, a filter")
+        parser.add_argument("version", nargs="?", type=int, help="with activate: the version number to activate")
+        parser.add_argument("--kind", dest="kind_filter", choices=Kind.values, help="list only this kind")
+        parser.add_argument("--force", action="store_true",
+                            help="with activate: activate even a version that does not beat the majority class")
 
     def handle(self, *args, **opts):
         if opts["action"] == "activate":
-            if not opts["kind"] or opts["version"] is None:
-                raise CommandError("Usage: manage.py models activate KIND VERSION")
-            version = ModelVersion.objects.filter(kind=opts["kind"], version=opts["version"]).first()
-            if version is None:
-                raise CommandError(f"No {opts['kind']} version {opts['version']}.")
-            registry.activate(version)
-            self.stdout.write(self.style.SUCCESS(f"{version} is now active."))
+            self._activate(opts)
             return
         versions = ModelVersion.objects.select_related("run").order_by("kind", "-version")
         kind = opts["kind_filter"] or opts["kind"]
@@ -36,7 +38,25 @@ class Command(BaseCommand):
         if not versions:
             self.stdout.write("No model versions.")
         for v in versions:
-            headline = ", ".join(f"{k}={val:.3f}" for k, val in (v.metrics or {}).items()
-                                 if isinstance(val, (int, float)) and not isinstance(val, bool))[:160]
-            self.stdout.write(f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
-                              f"{v.config.get('trainer', '?'):<24} {headline}")
+            self.stdout.write(self._line(v))
+
+    def _activate(self, opts):
+        if not opts["kind"] or opts["version"] is None:
+            raise CommandError("Usage: manage.py models activate KIND VERSION [--force]")
+        version = ModelVersion.objects.filter(kind=opts["kind"], version=opts["version"]).first()
+        if version is None:
+            raise CommandError(f"No {opts['kind']} version {opts['version']}.")
+        try:
+            registry.activate(version, force=opts["force"])
+        except TrainingError as exc:
+            hint = " Add --force to activate it anyway." if exc.code == "does_not_beat_majority" else ""
+            raise CommandError(f"{exc}{hint}") from None
+        self.stdout.write(self.style.SUCCESS(f"{version} is now active."))
+
+    def _line(self, v) -> str:
+        headline = ", ".join(f"{k}={val:.3f}" if isinstance(val, float) else f"{k}={val}"
+                             for k, val in (v.metrics or {}).items()
+                             if isinstance(val, (int, float)) and not isinstance(val, bool))[:160]
+        warning = f"  [{BELOW_MAJORITY}]" if evaluation.does_not_beat_majority(v.metrics) else ""
+        return (f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
+                f"{v.config.get('trainer', '?'):<24} {headline}{warning}")

@@ -1,6 +1,7 @@
 """Create a training run and run it here (terminal progress), or queue it on the gpu queue.
 
-    manage.py train fluency-lstm4 --campaign 3 --epochs 5 --seed 1
+    manage.py train --campaign 3                 # a fluency campaign: the default trainer, fluency-encoder
+    manage.py train fluency-lstm4 --campaign 3 --epochs 5 --seed 1   # the seed's four-way LSTM
     manage.py train captioner-lstm --release 2 --strategy weighted_loss --device cuda --queue
     manage.py train --resume 12          # continue a failed/killed run from its last checkpoint
 """
@@ -18,17 +19,23 @@ class Command(BaseCommand):
     help = "Train a model (fluency classifier, captioner, topic CNN) from a campaign or a release."
 
     def add_arguments(self, parser):
-        parser.add_argument("trainer", nargs="?", help="trainer name; --list shows them")
+        parser.add_argument("trainer", nargs="?", help="trainer name; --list shows them. With --campaign and no "
+                                                        "trainer: fluency-encoder (a head on the packaged sentence "
+                                                        "encoder); fluency-lstm4 is the seed's model")
         parser.add_argument("--list", action="store_true", help="list the trainers and their defaults")
-        parser.add_argument("--campaign", type=int)
-        parser.add_argument("--release", type=int)
-        parser.add_argument("--name", default="")
-        parser.add_argument("--epochs", type=int)
-        parser.add_argument("--batch-size", type=int)
-        parser.add_argument("--lr", type=float)
-        parser.add_argument("--seed", type=int)
-        parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
-        parser.add_argument("--strategy")
+        parser.add_argument("--campaign", type=int, help="id of the campaign whose aggregated votes train the "
+                                                            "model (fluency classifiers)")
+        parser.add_argument("--release", type=int, help="id of the frozen release that trains the model "
+                                                           "(captioners, topic CNN)")
+        parser.add_argument("--name", default="", help="a name for the run, shown on the runs page")
+        parser.add_argument("--epochs", type=int, help="epochs to train (the most, with early stopping)")
+        parser.add_argument("--batch-size", type=int, help="items per batch; halved on out of memory")
+        parser.add_argument("--lr", type=float, help="learning rate")
+        parser.add_argument("--seed", type=int, help="seed of the split, the weights and the batch order")
+        parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
+                            help="where to train; auto: the GPU when this machine has one")
+        parser.add_argument("--strategy", help="captioners: all, fluency_only, rejection_sampling or "
+                                               "weighted_loss")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                             help="any other config value, e.g. --set hidden=128 (repeatable)")
         parser.add_argument("--queue", action="store_true", help="send to the gpu queue instead of running here")
@@ -37,7 +44,10 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if opts["list"]:
             for name, trainer in all_trainers().items():
-                self.stdout.write(f"{name} ({trainer.kind}): {json.dumps(trainer.default_config, default=str)}")
+                from modeling.trainers import DEFAULT_TRAINERS
+
+                mark = " [default]" if name in DEFAULT_TRAINERS.values() else ""
+                self.stdout.write(f"{name} ({trainer.kind}){mark}: {json.dumps(trainer.default_config, default=str)}")
             return
         if opts["resume"]:
             run = TrainingRun.objects.filter(pk=opts["resume"]).first()
@@ -64,6 +74,10 @@ class Command(BaseCommand):
         from annotation.models import Campaign
         from curation.models import Release
 
+        if not opts["trainer"] and opts["campaign"] is not None:
+            from modeling.trainers import DEFAULT_TRAINERS
+
+            opts["trainer"] = DEFAULT_TRAINERS["fluency"]
         if not opts["trainer"]:
             raise CommandError("Name a trainer (see --list) or --resume a run.")
         config = {}

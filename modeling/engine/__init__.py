@@ -1,0 +1,33 @@
+"""The training engine: one generic loop that every trainer (modeling/trainers/) runs under.
+
+    runs.py         create_run (validated), enqueue, retry, cancel
+    device.py       pick_device, describe_device, seed_everything, epoch_seed, is_oom
+    progress.py     the run row's live fields and log (_Progress), or none (Quiet)
+    checkpoints.py  checkpoints in storage: save, load, list
+    loop.py         the epoch loop: batches, mixed precision, validation, OOM retry, early stopping, best epoch
+    fit.py          fit_in_memory: the same loop without a run row or storage
+    cv.py           k-fold cross-validation of small binary data sets
+    driver.py       train(run_id): a run from start (or checkpoint) to a registered ModelVersion
+
+Out of memory: the epoch is restarted from its start with half the batch size, down to
+``min_batch_size``; below that the run fails with a message.
+"""
+from __future__ import annotations
+
+from .. import registry  # noqa: F401 - engine.registry, as before the split
+from ..models import Kind, ModelVersion, TrainingRun  # noqa: F401
+from ..registry import activate, active_version, load_version  # noqa: F401 - part of the engine's API
+from ..trainers.base import Prepared, Trainer, TrainingError  # noqa: F401
+from .checkpoints import (CHECKPOINT_DIR, KEEP_CHECKPOINTS, _cpu, _state_bytes, checkpoint_name,  # noqa: F401
+                          list_checkpoints, load_checkpoint, save_checkpoint)
+from .cv import cross_validate, folds_wanted, labelled_count  # noqa: F401
+from .device import describe_device, epoch_seed, is_oom, pick_device, seed_everything  # noqa: F401
+from .driver import MAX_ATTEMPTS, train  # noqa: F401
+from .fit import fit_in_memory, setup_model  # noqa: F401
+from .loop import POINTS_PER_EPOCH, LoopState, _run_epoch, _validate, restore_best, run_epochs  # noqa: F401
+from .progress import PROGRESS_EVERY_S, Quiet, _Cancelled, _Progress  # noqa: F401
+from .runs import cancel, create_run, enqueue, retry  # noqa: F401
+
+__all__ = ["train", "create_run", "enqueue", "retry", "cancel", "pick_device", "describe_device", "seed_everything",
+           "epoch_seed", "is_oom", "fit_in_memory", "cross_validate", "list_checkpoints", "load_checkpoint",
+           "save_checkpoint", "load_version", "active_version", "activate", "TrainingError", "Kind"]

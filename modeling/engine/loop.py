@@ -1,0 +1,255 @@
+"""The epoch loop shared by a run (``driver.train``) and ``fit_in_memory``: batches, loss, optimizer
+step (mixed precision on CUDA), validation, the out-of-memory retry with half the batch, early stopping
+and the best-validation weights. It knows nothing of run rows or storage: the run's driver hooks its
+checkpoint in through ``after_epoch``, and progress goes to a ``_Progress`` or a ``Quiet``.
+
+Every epoch seeds its batch order and dropout from (seed, epoch), so an epoch trained again after a
+resume, or in another process, draws exactly what it drew the first time.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .. import registry
+from ..trainers.base import TrainingError
+from .checkpoints import _cpu, _state_bytes
+from .device import epoch_seed, is_oom
+from .progress import _Cancelled
+
+POINTS_PER_EPOCH = 20  # loss points per epoch in the history (the live curve)
+
+
+@dataclass
+class LoopState:
+    """Where the loop stands. ``epoch``: the epoch being trained (0-based); once the loop returns, the
+    number of epochs trained. ``best_epoch`` is 1-based like the history's epoch ends; ``best_state`` is a
+    CPU copy of that epoch's weights (kept only with select_best)."""
+
+    batch_size: int
+    epoch: int = 0
+    history: list = field(default_factory=list)
+    global_step: int = 0
+    steps_per_epoch: int = 0
+    best_val_loss: float | None = None
+    best_epoch: int | None = None
+    best_state: dict | None = None
+    stopped_early: bool = False
+
+
+class EpochResult(NamedTuple):
+    loss: float
+    samples: int
+    seconds: float
+    steps: int
+    val_loss: float | None
+
+
+def select_best(config: dict) -> bool:
+    return bool(config.get("select_best", True))
+
+
+def patience(config: dict) -> int:
+    return max(0, int(config.get("early_stopping_patience") or 0))
+
+
+def _count(iterable):
+    try:
+        return len(iterable)
+    except TypeError:
+        return 0
+
+
+def _step(loss, model, optimizer, scaler, grad_clip):
+    import torch
+
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None and scaler.is_enabled():
+        scaler.scale(loss).backward()
+        if grad_clip:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        if grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+
+
+def _run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch, seed, batch_size,
+               progress, history, global_step, steps_per_epoch):
+    """One training epoch; appends about POINTS_PER_EPOCH loss points to ``history``.
+    Returns (mean_loss, samples, seconds, steps). Raises _Cancelled when progress says so."""
+    import torch
+
+    use_amp = device.type == "cuda" and bool(config.get("amp", True))
+    cfg = dict(config, batch_size=batch_size)
+    torch.manual_seed(epoch_seed(seed, epoch))
+    generator = torch.Generator().manual_seed(epoch_seed(seed, epoch))
+    model.train()
+    batches = trainer.batches(prepared.train, cfg, epoch, generator, True)
+    n_steps = _count(batches) or steps_per_epoch
+    every = max(1, (n_steps or POINTS_PER_EPOCH) // POINTS_PER_EPOCH)
+    started = time.perf_counter()
+    total_loss, total_n, window_loss, window_n, step = 0.0, 0, 0.0, 0, 0
+    grad_clip = float(config.get("grad_clip") or 0)
+    for batch in batches:
+        with torch.autocast(device_type=device.type, enabled=use_amp):
+            loss, n = trainer.loss(model, batch, device, cfg)
+        _step(loss, model, optimizer, scaler, grad_clip)
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise TrainingError(f"The loss became {value} at epoch {epoch + 1}, step {step + 1}: "
+                                "lower the learning rate.", code="diverged")
+        n = int(n)
+        step += 1
+        total_loss, total_n = total_loss + value * n, total_n + n
+        window_loss, window_n = window_loss + value * n, window_n + n
+        if step % every == 0:
+            elapsed = max(time.perf_counter() - started, 1e-9)
+            point = {"epoch": round(epoch + step / max(n_steps, step), 4), "step": global_step + step,
+                     "loss": window_loss / max(window_n, 1)}
+            history.append(point)
+            window_loss, window_n = 0.0, 0
+            progress.set(step=step, loss=point["loss"], samples_per_second=total_n / elapsed, history=history)
+            if not progress.flush():
+                raise _Cancelled()
+    seconds = max(time.perf_counter() - started, 1e-9)
+    return total_loss / max(total_n, 1), total_n, seconds, step
+
+
+def _validate(trainer, model, prepared, config, device, epoch, seed, batch_size):
+    """Mean loss over the validation split (None without one), in eval mode, without gradients."""
+    import torch
+
+    if not prepared.val:
+        return None
+    use_amp = device.type == "cuda" and bool(config.get("amp", True))
+    cfg = dict(config, batch_size=batch_size)
+    generator = torch.Generator().manual_seed(epoch_seed(seed, epoch) + 1)
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in trainer.batches(prepared.val, cfg, epoch, generator, False):
+            with torch.autocast(device_type=device.type, enabled=use_amp):
+                loss, n = trainer.loss(model, batch, device, cfg)
+            total += float(loss) * int(n)
+            count += int(n)
+    model.train()
+    return total / count if count else None
+
+
+def run_epochs(trainer, model, optimizer, scaler, prepared, config, device, state: LoopState, progress,
+               after_epoch=None) -> LoopState:
+    """Train from ``state.epoch`` to config["epochs"], or until early stopping. ``after_epoch(state)`` is
+    called after each epoch's bookkeeping (the run writes its checkpoint there), before the progress
+    flush that notices a cancellation."""
+    epochs = int(config["epochs"])
+    if patience(config) and not prepared.val and state.epoch < epochs:
+        progress.log("early_stopping_patience is set but there is no validation split: all epochs are trained.")
+    while state.epoch < epochs and not state.stopped_early:
+        result = _attempt_epoch(trainer, model, optimizer, scaler, prepared, config, device, state, progress)
+        if result is None:
+            continue  # out of memory: the same epoch again with half the batch
+        _record(state, result, model, config)
+        if after_epoch:
+            after_epoch(state)
+        _log_epoch(progress, state, result, epochs, config)
+        if not progress.flush(force=True):
+            raise _Cancelled()
+        state.epoch += 1
+    return state
+
+
+def _attempt_epoch(trainer, model, optimizer, scaler, prepared, config, device, state, progress):
+    """Train and validate one epoch; on out of memory restore the weights and optimizer of the epoch's
+    start, halve the batch size and return None (TrainingError below ``min_batch_size``)."""
+    import torch
+
+    seed, floor = int(config.get("seed", 0)), max(1, int(config.get("min_batch_size", 1)))
+    snapshot = _state_bytes({"model": _cpu(model.state_dict()), "optimizer": _cpu(optimizer.state_dict())})
+    mark = len(state.history)
+    progress.set(epoch=state.epoch, step=0)
+    try:
+        loss, samples, seconds, steps = _run_epoch(
+            trainer, model, optimizer, scaler, prepared, config, device, state.epoch, seed, state.batch_size,
+            progress, state.history, state.global_step, state.steps_per_epoch)
+        val_loss = _validate(trainer, model, prepared, config, device, state.epoch, seed, state.batch_size)
+    except (_Cancelled, TrainingError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - only an out-of-memory error is handled, the rest re-raised
+        if not is_oom(exc):
+            raise
+        del exc
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        smaller = state.batch_size // 2
+        if smaller < floor:
+            raise TrainingError(f"Out of memory at batch size {state.batch_size} (epoch {state.epoch + 1}) and the "
+                                f"floor is {floor}: use a smaller model or a bigger GPU.",
+                                code="out_of_memory") from None
+        progress.log(f"Out of memory at batch size {state.batch_size}; retrying epoch {state.epoch + 1} "
+                     f"with {smaller}.")
+        state.batch_size = smaller
+        saved = registry.load_state_bytes(snapshot, "the epoch snapshot")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        del state.history[mark:]
+        return None
+    return EpochResult(loss, samples, seconds, steps, val_loss)
+
+
+def _record(state: LoopState, result: EpochResult, model, config) -> None:
+    """The epoch's end point in the history, the best epoch so far (its weights copied with select_best)
+    and the early-stopping decision."""
+    done = state.epoch + 1
+    state.steps_per_epoch = result.steps
+    state.global_step += result.steps
+    point = {"epoch": done, "step": state.global_step, "loss": result.loss, "val_loss": result.val_loss,
+             "samples_per_s": result.samples / result.seconds, "batch_size": state.batch_size, "end": True}
+    state.history.append(point)
+    val = result.val_loss
+    if val is not None and math.isfinite(val) and (state.best_val_loss is None or val < state.best_val_loss):
+        state.best_val_loss, state.best_epoch = val, done
+        state.best_state = _cpu(model.state_dict()) if select_best(config) else None
+    mark_best(state.history, state.best_epoch)
+    wait = patience(config)
+    if wait and state.best_epoch is not None and done - state.best_epoch >= wait and done < int(config["epochs"]):
+        state.stopped_early = True
+        point["stopped_early"] = True
+
+
+def mark_best(history: list[dict], best_epoch: int | None) -> None:
+    """Flag the best epoch's end point (and only it) with "best": True, for the loss chart."""
+    for h in history:
+        if h.get("end"):
+            if h["epoch"] == best_epoch:
+                h["best"] = True
+            else:
+                h.pop("best", None)
+
+
+def _log_epoch(progress, state, result, epochs, config) -> None:
+    rate = result.samples / result.seconds
+    progress.set(epoch=state.epoch + 1, step=result.steps, steps_per_epoch=result.steps, loss=result.loss,
+                 samples_per_second=rate, history=state.history)
+    val = f", val {result.val_loss:.4f}" if result.val_loss is not None else ""
+    progress.log(f"Epoch {state.epoch + 1}/{epochs}: loss {result.loss:.4f}{val}, {rate:.1f} samples/s.")
+    if state.stopped_early:
+        progress.log(f"Stopped early after epoch {state.epoch + 1}: the validation loss has not improved since "
+                     f"epoch {state.best_epoch} ({state.best_val_loss:.4f}; patience {patience(config)}).")
+
+
+def restore_best(model, state: LoopState, config, progress) -> bool:
+    """With select_best, load the best epoch's weights into ``model`` unless the last epoch is the best.
+    Returns whether the weights changed."""
+    if not select_best(config) or state.best_state is None or state.best_epoch in (None, state.epoch):
+        return False
+    registry.load_state_dict_into(model, state.best_state, "The best epoch's weights")
+    progress.log(f"Restored the weights of epoch {state.best_epoch}, the lowest validation loss "
+                 f"({state.best_val_loss:.4f}).")
+    return True

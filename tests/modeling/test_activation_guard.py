@@ -1,0 +1,151 @@
+"""A classifier that does not beat the majority class is flagged, and is activated only on purpose:
+through the registry, the models page, the API and the CLI. Alice curates; Bob may not activate.
+
+The constant classifier answers 0.9 ("fluent") for everything on data that is 70 % fluent: exactly what
+the majority class does, so its macro F1 equals the majority's and the verdict says so."""
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from django.utils.html import escape
+
+from modeling import engine, registry
+from modeling.models import ModelVersion
+from modeling.trainers import register
+from modeling.trainers.base import TrainingError
+
+from .test_early_stopping_cv import LOGISTIC, LogisticTrainer
+
+pytestmark = pytest.mark.django_db
+
+
+class ConstantTrainer(LogisticTrainer):
+    """Trains the logistic regression, then ignores it: "fluent", with probability 0.9, for everything."""
+
+    name = "test-constant"
+
+    def predict_proba(self, model, split, device):
+        return [0.9] * len(split[1])
+
+
+register(ConstantTrainer())
+SKEWED = {"device": "cpu", "seed": 2, "epochs": 3, "positive_share": 0.7}
+
+
+@pytest.fixture
+def constant():
+    registry.clear_cache()
+    run = engine.train(engine.create_run("test-constant", dict(SKEWED), name="always fluent").pk)
+    assert run.status == "done", run.error
+    return run.model_version
+
+
+@pytest.fixture
+def learned():
+    run = engine.train(engine.create_run("test-logistic", dict(SKEWED, epochs=6, cv_folds=3), name="logistic").pk)
+    assert run.status == "done", run.error
+    return run.model_version
+
+
+def _active():
+    return list(ModelVersion.objects.filter(active=True))
+
+
+def test_the_constant_classifier_is_judged_not_to_beat_majority(constant, learned):
+    verdict = constant.metrics["verdict"]
+    assert verdict["beats_majority"] is False and verdict["basis"] == "test"
+    assert verdict["model"] == verdict["majority"]  # a constant answer is the majority class
+    assert "does not beat majority" in verdict["text"]
+    assert learned.metrics["verdict"]["beats_majority"] is True
+    assert learned.metrics["verdict"]["basis"] == "cv"
+
+
+def test_registry_refuses_it_without_force(constant, learned, alice):
+    with pytest.raises(TrainingError) as info:
+        registry.activate(constant, alice)
+    verdict = constant.metrics["verdict"]
+    assert info.value.code == "does_not_beat_majority"
+    assert f"macro F1 {verdict['model']:.3f} against the majority class's {verdict['majority']:.3f}" in str(info.value)
+    assert _active() == []
+    registry.activate(learned, alice)  # a model that beats it needs no force
+    assert _active() == [learned]
+    registry.activate(constant, alice, force=True)
+    assert _active() == [constant]
+
+
+def test_models_page_flags_it_and_needs_the_checkbox(alice_client, constant, learned):
+    body = alice_client.get(reverse("model-list")).content.decode()
+    assert body.count("does not beat majority</span>") == 1
+    assert escape(constant.metrics["verdict"]["text"]) in body
+    assert body.count('name="force"') == 1  # only the flagged version asks for "activate anyway"
+    assert "activate anyway" in body
+
+    url = reverse("model-activate", args=[constant.pk])
+    refused = alice_client.post(url, follow=True)
+    assert refused.status_code == 200 and "does not beat the majority class" in refused.content.decode()
+    assert _active() == []
+    alice_client.post(url, {"force": "1"})
+    assert _active() == [constant]
+    alice_client.post(reverse("model-activate", args=[learned.pk]))
+    assert _active() == [learned]
+
+
+def test_bob_cannot_force_it(bob_client, constant):
+    response = bob_client.post(reverse("model-activate", args=[constant.pk]), {"force": "1"})
+    assert response.status_code == 403 and _active() == []
+
+
+def test_run_page_shows_the_verdict_and_the_evaluation(alice_client, constant, learned):
+    body = alice_client.get(constant.run.get_absolute_url()).content.decode()
+    banner = body.split('id="verdict"')[1].split("</div>")[0]
+    assert "alert-error" in banner.split(">")[0] and "Does not beat majority" in banner
+    assert 'data-row="majority"' in body and 'data-row="random_guess"' in body
+    per_class = body.split('id="evaluation"')[1].split("</section>")[0]
+    assert ">fluent<" in per_class and ">not fluent<" in per_class and "table compact confusion" in per_class
+    assert 'class="reliability"' in per_class and "ECE " in per_class
+    assert 'name="force"' in body  # the run page's Activate asks for the checkbox too
+    assert 'id="cross-validation"' not in body
+
+    body = alice_client.get(learned.run.get_absolute_url()).content.decode()
+    assert "Beats majority" in body and 'id="cross-validation"' in body and "3-fold cross-validation" in body
+    assert " ± " in body.split('id="cross-validation"')[1] and 'name="force"' not in body
+
+
+def test_loss_curve_marks_the_best_epoch_and_the_early_stop(alice_client, monkeypatch):
+    monkeypatch.setattr(LOGISTIC, "val_script", [1.0, 0.5, 0.6, 0.7])
+    run = engine.train(engine.create_run("test-logistic", {"device": "cpu", "epochs": 6,
+                                                           "early_stopping_patience": 2}).pk)
+    body = alice_client.get(run.get_absolute_url()).content.decode()
+    assert 'class="marker-best"' in body and "best (epoch 2)" in body
+    assert 'class="marker-stopped-early"' in body and "stopped early (epoch 4)" in body
+    assert "Stopped early after epoch 4 of 6" in body and "The weights of epoch 2, the lowest validation loss" in body
+
+
+def test_api_needs_force_and_exposes_the_verdict(client, alice, constant, learned):
+    client.force_login(alice)
+    listed = {v["id"]: v for v in client.get("/api/model-versions/").json()["results"]}
+    assert listed[constant.pk]["beats_majority"] is False and listed[learned.pk]["beats_majority"] is True
+    assert listed[constant.pk]["verdict"]["text"] == constant.metrics["verdict"]["text"]
+
+    url = f"/api/model-versions/{constant.pk}/activate/"
+    refused = client.post(url, {}, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "does_not_beat_majority" and "macro F1" in refused.json()["detail"]
+    assert _active() == []
+    assert client.post(url, {"force": "maybe"}, content_type="application/json").status_code == 400
+    forced = client.post(url, {"force": True}, content_type="application/json")
+    assert forced.status_code == 200 and forced.json()["active"] is True
+    assert _active() == [constant]
+
+
+def test_cli_lists_the_flag_and_activates_only_with_force(constant, learned):
+    out = io.StringIO()
+    call_command("models", stdout=out)
+    flagged = [line for line in out.getvalue().splitlines() if "does not beat majority" in line]
+    assert len(flagged) == 1 and f"v{constant.version} " in flagged[0] and "test-constant" in flagged[0]
+    with pytest.raises(CommandError, match="does not beat the majority class.*--force"):
+        call_command("models", "activate", "fluency", str(constant.version))
+    assert _active() == []
+    call_command("models", "activate", "fluency", str(constant.version), "--force", stdout=io.StringIO())
+    assert _active() == [constant]
