@@ -260,7 +260,15 @@ def dashboard_context(campaign: Campaign, precision: float) -> dict:
         "gold_counts": dict(campaign.tasks.exclude(role=Task.Role.REAL).order_by().values_list("role")
                             .annotate(n=Count("pk")).values_list("role", "n")),
         **_cost_context(campaign),
+        **_loop_context(campaign),
     }
+
+
+def _loop_context(campaign: Campaign) -> dict:
+    """The "Learning loop" card (modeling.views_loop): the campaign's loop, or the form to start one."""
+    from modeling.views_loop import campaign_card_context
+
+    return campaign_card_context(campaign)
 
 
 def _cost_context(campaign: Campaign) -> dict:

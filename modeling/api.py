@@ -1,8 +1,9 @@
-"""JSON API of the modeling app: training runs (list, create, retrieve, cancel) and model versions
-(list, retrieve, activate). Curator role everywhere; query filters are whitelisted (unknown -> 400)."""
+"""JSON API of the modeling app: training runs (list, create, retrieve, cancel), model versions
+(list, retrieve, activate) and generation jobs (create, list, retrieve their progress). Curator role
+everywhere; query filters are whitelisted (unknown -> 400)."""
 from django.urls import include, path
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -11,9 +12,10 @@ from rest_framework.routers import DefaultRouter
 from captionlab.roles import IsCurator
 from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
 
-from . import engine, registry
-from .models import ModelVersion, TrainingRun
-from .serializers import ModelVersionSerializer, TrainingRunCreateSerializer, TrainingRunSerializer
+from . import engine, generation_job, registry
+from .models import GenerationJob, ModelVersion, TrainingRun
+from .serializers import (ActivateSerializer, ModelVersionSerializer, TrainingRunCreateSerializer,
+                          TrainingRunSerializer)
 from .trainers.base import TrainingError
 
 RUN_FILTERS = {"kind": ("kind", _str), "status": ("status", _str), "release": ("release_id", _int),
@@ -88,13 +90,84 @@ class ModelVersionViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return ModelVersion.objects.select_related("activated_by", "run").order_by("kind", "-version")
 
-    @extend_schema(request=None, responses=ModelVersionSerializer)
+    @extend_schema(request=ActivateSerializer, responses=ModelVersionSerializer)
     @action(detail=True, methods=["post"])
     def activate(self, request, pk=None):
-        return Response(ModelVersionSerializer(registry.activate(self.get_object(), request.user)).data)
+        """Make the version active; one that does not beat the majority class needs {"force": true}
+        (else 400 with the verdict's figures and code "does_not_beat_majority")."""
+        version = self.get_object()
+        serializer = ActivateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            version = registry.activate(version, request.user, force=serializer.validated_data["force"])
+        except TrainingError as exc:
+            raise ValidationError({"detail": str(exc), "code": exc.code}) from None
+        return Response(ModelVersionSerializer(version).data)
+
+
+class GenerationJobSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    percent = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GenerationJob
+        fields = ["id", "name", "eval_kind", "runs", "options", "status", "done", "total", "percent", "campaign",
+                  "error", "created_by", "created_at", "started_at", "finished_at", "heartbeat_at"]
+        read_only_fields = fields
+
+    def get_percent(self, job) -> int:
+        return generation_job.percent(job)
+
+
+class GenerationJobCreateSerializer(serializers.Serializer):
+    runs = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+    eval_kind = serializers.ChoiceField(choices=["", "quality", "good_common_bad", "relevance_fluency"],
+                                        required=False, default="",
+                                        help_text='the campaign to create over the captions; "": captions only')
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    rerank_by_fluency = serializers.BooleanField(required=False, default=False,
+                                                 help_text="store the most fluent beam candidate (active fluency "
+                                                           "classifier) instead of the best beam score")
+    beam_size = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    split = serializers.ChoiceField(choices=["train", "val", "test"], required=False, allow_null=True, default=None)
+    limit = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+
+
+GENERATION_FILTERS = {"status": ("status", _str), "eval_kind": ("eval_kind", _str)}
+
+
+@extend_schema_view(list=extend_schema(parameters=_filter_params(GENERATION_FILTERS)))
+class GenerationJobViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Captions by captioner versions on the gpu queue (optionally reranked by fluency), then with
+    ``eval_kind`` a human-evaluation campaign: POST creates and queues a job, GET reads its progress."""
+
+    permission_classes = [IsCurator]
+    filters = GENERATION_FILTERS
+    orderings = ("id", "created_at", "status")
+
+    def get_queryset(self):
+        return GenerationJob.objects.select_related("created_by").order_by("-pk")
+
+    def get_serializer_class(self):
+        return GenerationJobCreateSerializer if self.action == "create" else GenerationJobSerializer
+
+    @extend_schema(request=GenerationJobCreateSerializer, responses=GenerationJobSerializer)
+    def create(self, request, *args, **kwargs):
+        serializer = GenerationJobCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            job = generation_job.job_create(runs=data["runs"], eval_kind=data["eval_kind"], name=data["name"],
+                                            user=request.user, rerank=data["rerank_by_fluency"],
+                                            beam_size=data["beam_size"], split=data["split"], limit=data["limit"])
+        except generation_job.GenerationError as exc:
+            raise ValidationError({"detail": str(exc), "code": exc.code, "field": exc.field}) from None
+        generation_job.job_enqueue(job)
+        return Response(GenerationJobSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
 router = DefaultRouter()
 router.register("training-runs", TrainingRunViewSet, basename="api-training-run")
 router.register("model-versions", ModelVersionViewSet, basename="api-model-version")
+router.register("generation-jobs", GenerationJobViewSet, basename="api-generation-job")
 urlpatterns = [path("", include(router.urls))]

@@ -147,7 +147,7 @@ class GenerationJob(models.Model):
 
 
 class Sampler(models.TextChoices):
-    HYBRID = "hybrid", "Hybrid: uncertainty with a random share and class balance (default)"
+    HYBRID = "hybrid", "Hybrid: representative picks and uncertainty (default)"
     UNCERTAINTY = "uncertainty", "Uncertainty (smallest margin first)"
     RANDOM = "random", "Random"
 

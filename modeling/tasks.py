@@ -1,7 +1,8 @@
 """Celery tasks of the modeling app (queue ``gpu`` through CELERY_TASK_ROUTES "modeling.*").
 
 acks_late + reject_on_worker_lost: when a worker is killed mid-run the message goes back to the
-queue, the next worker calls ``engine.train`` again and it resumes from the run's last checkpoint.
+queue, the next worker calls ``engine.train`` again and it resumes from the run's last checkpoint
+(``generation_job.job_run`` likewise keeps the captions already generated).
 """
 from celery import shared_task
 from django.conf import settings
@@ -14,3 +15,32 @@ def train(run_id: int) -> str:
     from . import engine
 
     return engine.train(run_id).status
+
+
+@shared_task(name="modeling.generate_for_evaluation", acks_late=True, reject_on_worker_lost=True,
+             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
+             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+def generate_for_evaluation(job_id: int) -> str:
+    """A GenerationJob: captions by captioner versions, then (with an evaluation kind) the campaign.
+    Re-delivered after a lost worker, it keeps the captions made and does what is missing."""
+    from . import generation_job
+
+    return generation_job.job_run(job_id).status
+
+
+@shared_task(name="modeling.loop_round", acks_late=True, reject_on_worker_lost=True,
+             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
+             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+def loop_round(round_id: int) -> str:
+    """One learning-loop round (modeling.loop.rounds); resumes when re-delivered."""
+    from .loop.rounds import run_round
+
+    return run_round(round_id).status
+
+
+@shared_task(name="modeling.sweep_loops")
+def sweep_loops() -> int:
+    """Mark rounds whose worker stopped beating as failed (Celery beat, every minute)."""
+    from .loop.services import sweep_stale
+
+    return sweep_stale()

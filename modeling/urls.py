@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_generation, views_loop
 
 urlpatterns = [
     path("models/", views.version_list, name="model-list"),
@@ -12,5 +12,12 @@ urlpatterns = [
     path("models/runs/<int:pk>/cancel/", views.run_cancel, name="training-run-cancel"),
     path("models/runs/<int:pk>/retry/", views.run_retry, name="training-run-retry"),
     path("models/compare/", views.compare, name="training-compare"),
-    path("models/compare/evaluate/", views.evaluation_campaign, name="training-evaluation-campaign"),
+    path("models/compare/evaluate/", views_generation.evaluation_campaign, name="training-evaluation-campaign"),
+    path("models/generation/<int:pk>/", views_generation.job_detail, name="generation-job-detail"),
+    path("models/loops/", views_loop.loop_list, name="loop-list"),
+    path("models/loops/new/", views_loop.loop_create, name="loop-create"),
+    path("models/loops/<int:pk>/", views_loop.loop_detail, name="loop-detail"),
+    path("models/loops/<int:pk>/live/", views_loop.loop_live, name="loop-live"),
+    path("models/loops/<int:pk>/next-round/", views_loop.loop_next_round, name="loop-next-round"),
+    path("models/loops/<int:pk>/settings/", views_loop.loop_settings, name="loop-settings"),
 ]

@@ -1,9 +1,11 @@
 """Curator pages of the modeling app: training runs (list, new, detail with a live loss curve), the
-model registry with Activate buttons, and the comparison of runs side by side.
+model registry with Activate buttons, and the comparison of runs side by side (whose human-evaluation
+form posts to views_generation: generation jobs run on a worker).
 
 Views are thin: they parse, check the role, call the engine/registry, and render. The run's progress
 card polls itself with htmx (like the filter runs' card) and stops once the run is finished.
-The two charts (loss curve, metric bars) are server-side SVG; every text in them is escaped.
+The charts (loss curve and reliability in modeling/charts.py, metric bars here) are server-side SVG;
+every text in them is escaped.
 """
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from django.views.decorators.http import require_POST
 
 from captionlab.roles import role_required
 
-from . import engine, registry
+from . import engine, evaluation, registry, views_generation
+from .charts import PALETTE, baseline_table, evaluation_context, loss_curve_svg
+from .charts import fmt as _fmt
 from .models import Kind, ModelVersion, TrainingRun
-from .trainers import all_trainers
+from .trainers import DEFAULT_TRAINERS, all_trainers
 from .trainers.base import TrainingError
 
 RUNS_PER_PAGE = 50
@@ -34,59 +38,9 @@ STRATEGIES = (("", "— trainer default —"), ("all", "All captions"), ("fluenc
               ("rejection_sampling", "Rejection sampling"), ("weighted_loss", "Weighted loss"))
 CAPTION_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 CLASSIFIER_METRICS = ("precision", "recall", "f1", "accuracy")
-PALETTE = ("#3b5bdb", "#2f9e66", "#e8590c", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d")
-EVAL_KINDS = (("quality", "GOOD / BAD"), ("good_common_bad", "Good / Common / Bad"),
-              ("relevance_fluency", "Relevance + fluency (runs shuffled together)"))
 
 
 # --- Charts ----------------------------------------------------------------------------------------
-
-
-def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def loss_curve_svg(history: list[dict], width: int = 640, height: int = 220) -> str:
-    """Training loss points (a line), epoch-end validation loss (dots), epoch ticks on the x axis."""
-    points = [h for h in history or [] if isinstance(h.get("loss"), (int, float)) and not h.get("end")]
-    ends = [h for h in history or [] if h.get("end")]
-    if not points:
-        points = ends
-    values = [h["loss"] for h in points] + [h["val_loss"] for h in ends if isinstance(h.get("val_loss"), (int, float))]
-    values = [v for v in values if math.isfinite(v)]
-    if not values:
-        return ""
-    left, right, top, bottom = 52, 12, 12, 28
-    x_max = max([float(h["epoch"]) for h in points + ends] + [1.0])
-    y_min, y_max = min(values + [0.0]), max(values)
-    y_max = y_max if y_max > y_min else y_min + 1
-    sx = lambda e: left + (width - left - right) * float(e) / x_max  # noqa: E731
-    sy = lambda v: top + (height - top - bottom) * (1 - (v - y_min) / (y_max - y_min))  # noqa: E731
-    parts = [f'<svg class="loss-curve" viewBox="0 0 {width} {height}" role="img" aria-label="Loss curve" '
-             f'xmlns="http://www.w3.org/2000/svg">',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a8b0bd"/>',
-             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a8b0bd"/>']
-    for frac in (0, 0.5, 1):
-        v = y_min + frac * (y_max - y_min)
-        parts.append(f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end" font-size="11">{escape(_fmt(v))}</text>')
-    step = max(1, int(math.ceil(x_max / 10)))
-    for e in range(0, int(math.ceil(x_max)) + 1, step):
-        parts.append(f'<text x="{sx(e):.1f}" y="{height - 10}" text-anchor="middle" font-size="11">{e}</text>')
-    path = " ".join(f"{sx(h['epoch']):.1f},{sy(h['loss']):.1f}" for h in points if math.isfinite(h["loss"]))
-    parts.append(f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="2" points="{path}"><title>training loss'
-                 f'</title></polyline>')
-    for h in ends:
-        if isinstance(h.get("val_loss"), (int, float)) and math.isfinite(h["val_loss"]):
-            parts.append(f'<circle cx="{sx(h["epoch"]):.1f}" cy="{sy(h["val_loss"]):.1f}" r="4" fill="{PALETTE[2]}">'
-                         f'<title>epoch {h["epoch"]}: validation loss {escape(_fmt(h["val_loss"]))}</title></circle>')
-    parts.append(f'<text x="{width - right}" y="{top + 10}" text-anchor="end" font-size="11">'
-                 f'<tspan fill="{PALETTE[0]}">— train</tspan> <tspan fill="{PALETTE[2]}">● validation</tspan></text>')
-    parts.append("</svg>")
-    return mark_safe("".join(parts))
 
 
 def bars_svg(metric_names: list[str], series: list[tuple[str, list]], width: int = 720, height: int = 240) -> str:
@@ -129,24 +83,6 @@ def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-BASELINE_LABELS = {"random_guess": "Random guess", "length_rated": "Sentence length (rated text)",
-                   "length_source": "Sentence length (source text)"}
-
-
-def baseline_table(metrics: dict) -> list[dict]:
-    """Rows (the classifier first, then each of the seed's baselines) of precision, recall, F1 and
-    accuracy on the same held-out split; [] when the run has no baselines."""
-    baselines = (metrics or {}).get("baselines")
-    if not isinstance(baselines, dict) or not baselines:
-        return []
-    rows = [{"label": "This classifier", "values": [metrics.get(k) for k in CLASSIFIER_METRICS], "ours": True}]
-    for key, values in baselines.items():
-        if isinstance(values, dict):
-            rows.append({"key": key, "label": BASELINE_LABELS.get(key, key.replace("_", " ").capitalize()),
-                         "values": [values.get(k) for k in CLASSIFIER_METRICS], "ours": False})
-    return rows
-
-
 def flatten_metrics(metrics: dict, prefix: str = "") -> dict:
     """{"a": {"b": 1}} -> {"a.b": 1}; only numbers (and lists are left out; "extras" too)."""
     flat = {}
@@ -178,14 +114,25 @@ def _form_context(data=None, errors=None):
     from annotation.models import Campaign
     from curation.models import Release
 
-    trainers = list(all_trainers().values())
+    defaults = set(DEFAULT_TRAINERS.values())
+    trainers = sorted(all_trainers().values(), key=lambda t: (t.kind, t.name not in defaults, t.name))
+    data = data or {"trainer": DEFAULT_TRAINERS["fluency"]}
     return {
         "trainers": [{"name": t.name, "kind": t.kind, "kind_label": Kind(t.kind).label if t.kind in Kind.values else t.kind,
+                      "default": t.name in defaults, "about": _about(t),
                       "defaults": json.dumps(t.default_config, indent=1, default=str)} for t in trainers],
         "campaigns": Campaign.objects.order_by("-pk")[:200],
         "releases": Release.objects.filter(status=Release.Status.FROZEN).order_by("-pk")[:200],
-        "devices": DEVICES, "strategies": STRATEGIES, "data": data or {}, "errors": errors or {},
+        "devices": DEVICES, "strategies": STRATEGIES, "data": data, "errors": errors or {},
     }
+
+
+def _about(trainer) -> str:
+    """The first line of the trainer module's docstring (what it is, in a sentence)."""
+    import sys
+
+    doc = (sys.modules[type(trainer).__module__].__doc__ or "").strip().splitlines()
+    return doc[0] if doc else ""
 
 
 def _parse_run_form(post):
@@ -269,25 +216,41 @@ def run_create(request):
 
 def _run_context(run):
     return {"run": run, "curve": loss_curve_svg(run.history),
-            "percent": int(100 * run.epoch / run.epochs) if run.epochs else 0}
+            "percent": int(100 * run.epoch / run.epochs) if run.epochs else 0,
+            "stopped_early": bool((run.metrics or {}).get("stopped_early"))}
+
+
+CLASS_NAMES = {Kind.FLUENCY: {"1": "fluent", "0": "not fluent"}}
+# Shown in their own sections of the run page, so left out of its flat metrics table.
+SECTIONED = ("baselines.", "report.", "cv.", "verdict.")
+
+
+def _flat_metrics(metrics: dict) -> list[tuple[str, float]]:
+    flat = flatten_metrics(metrics)
+    if (metrics or {}).get("baselines") or (metrics or {}).get("report"):
+        # A baseline's threshold is what its rule learned (the length cut); the others are all 0.5.
+        flat = {k: v for k, v in flat.items() if not k.startswith(SECTIONED)
+                or (k.startswith("baselines.") and k.endswith(".threshold") and not k.startswith("baselines.majority."))}
+    return sorted(flat.items(), key=lambda kv: natural_key(kv[0]))
 
 
 @role_required("curator")
 def run_detail(request, pk):
     run = get_object_or_404(TrainingRun.objects.select_related("release", "campaign", "created_by"), pk=pk)
     context = _run_context(run)
-    baselines = baseline_table(run.metrics)
-    flat = flatten_metrics(run.metrics)
-    if baselines:
-        flat = {k: v for k, v in flat.items() if not k.startswith("baselines.") or k.endswith(".threshold")}
+    version = ModelVersion.objects.filter(run=run).first()
+    if version is not None:
+        version.below_majority = evaluation.does_not_beat_majority(version.metrics)
+    context.update(evaluation_context(run.metrics, CLASS_NAMES.get(run.kind, {})))
     context.update({
-        "version": ModelVersion.objects.filter(run=run).first(),
-        "metrics": sorted(flat.items(), key=lambda kv: natural_key(kv[0])),
-        "baselines": baselines, "classifier_metrics": CLASSIFIER_METRICS,
+        "version": version,
+        "metrics": _flat_metrics(run.metrics),
+        "baselines": baseline_table(run.metrics), "classifier_metrics": CLASSIFIER_METRICS,
         "extras": (run.metrics or {}).get("extras"),
         "checkpoints": engine.list_checkpoints(run) if run.checkpoint else [],
         "config": json.dumps(run.config, indent=2, ensure_ascii=False, default=str),
         "summary": json.dumps(run.data_summary, indent=2, ensure_ascii=False, default=str),
+        "fluency_version": (run.data_summary or {}).get("fluency_version"),
     })
     return render(request, "modeling/run_detail.html", context)
 
@@ -339,6 +302,8 @@ def version_list(request):
             flat = flatten_metrics(v.metrics)
             keys = [k for k in CAPTION_METRICS + CLASSIFIER_METRICS if k in flat][:6] or list(flat)[:4]
             v.headline = [(k, flat[k]) for k in keys]
+            v.verdict = (v.metrics or {}).get("verdict")
+            v.below_majority = evaluation.does_not_beat_majority(v.metrics)
         groups.append({"kind": kind, "label": label, "versions": rows})
     return render(request, "modeling/versions.html", {"groups": groups})
 
@@ -346,9 +311,15 @@ def version_list(request):
 @require_POST
 @role_required("curator")
 def version_activate(request, pk):
+    """Activate a version; one that does not beat the majority class needs the "activate anyway" box
+    (force=1), else an error message and nothing changes."""
     version = get_object_or_404(ModelVersion, pk=pk)
-    registry.activate(version, request.user)
-    messages.success(request, f"{version} is now the active {version.get_kind_display().lower()}.")
+    try:
+        registry.activate(version, request.user, force=request.POST.get("force") in ("1", "on", "true"))
+    except TrainingError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{version} is now the active {version.get_kind_display().lower()}.")
     return redirect(reverse("model-list"))
 
 
@@ -399,43 +370,9 @@ def compare(request):
     return render(request, "modeling/compare.html", {
         "runs": chosen, "rows": rows, "chart": bars_svg(chart_keys, series) if chosen else "",
         "candidates": _candidates(), "selected": {r.pk for r in chosen}, "captioners": captioners,
-        "eval_kinds": EVAL_KINDS,
+        **views_generation.compare_context(),
     })
 
 
 def _candidates():
     return TrainingRun.objects.filter(status=TrainingRun.Status.DONE).order_by("-pk")[:100]
-
-
-@require_POST
-@role_required("curator")
-def evaluation_campaign(request):
-    chosen, error = _selected_runs(request.POST.getlist("runs"))
-    kind = request.POST.get("eval_kind", "")
-    name = (request.POST.get("name") or "").strip()
-    if chosen is None or not chosen:
-        messages.error(request, error or "Select at least one finished captioner run.")
-        return redirect(reverse("training-compare"))
-    back = reverse("training-compare") + "?" + "&".join(f"runs={r.pk}" for r in chosen)
-    if kind not in dict(EVAL_KINDS):
-        messages.error(request, "Choose how the captions are judged.")
-        return redirect(back)
-    if not name:
-        messages.error(request, "Give the campaign a name.")
-        return redirect(back)
-    bad = [r for r in chosen if r.kind != Kind.CAPTIONER or r.status != TrainingRun.Status.DONE]
-    if bad:
-        messages.error(request, f"{bad[0]} is not a finished captioner run.")
-        return redirect(back)
-    try:
-        from . import generate
-
-        campaign = generate.evaluation_campaign(chosen, kind, request.user, name)
-    except ImportError:
-        messages.error(request, "Caption generation is not installed (modeling.generate).")
-        return redirect(back)
-    except Exception as exc:  # noqa: BLE001 - CampaignError, TrainingError: shown to the curator, nothing made
-        messages.error(request, f"The campaign was not created: {exc}")
-        return redirect(back)
-    messages.success(request, f"Campaign {campaign} created over the captions of {len(chosen)} run(s).")
-    return redirect(campaign.get_absolute_url() if hasattr(campaign, "get_absolute_url") else back)

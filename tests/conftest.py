@@ -1,5 +1,6 @@
 """Shared fixtures: named personas (Alice curates, Bob annotates, Carol administers), the shared
 test data folder, and per-test media storage."""
+import contextlib
 import os
 from pathlib import Path
 
@@ -89,10 +90,10 @@ def eager_celery():
     app.conf.task_always_eager, app.conf.task_eager_propagates = saved
 
 
-@pytest.fixture
-def redis_worker(transactional_db):
-    """A real Celery worker (a thread, solo pool) consuming the ``default`` queue from Redis.
-    Skips without REDIS_URL, or fails when CAPTIONLAB_REQUIRE_SERVICES=1."""
+@contextlib.contextmanager
+def _celery_worker(queues):
+    """A real Celery worker (a thread, solo pool) consuming ``queues`` from Redis. Skips without REDIS_URL,
+    or fails when CAPTIONLAB_REQUIRE_SERVICES=1."""
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
@@ -108,12 +109,27 @@ def redis_worker(transactional_db):
     # the test database can be dropped at the end of the session.
     task_postrun.connect(_close_connections)
     try:
-        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False,
-                          queues=["default"], shutdown_timeout=30):
+        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, queues=list(queues),
+                          shutdown_timeout=60):
             yield app
     finally:
         task_postrun.disconnect(_close_connections)
         app.conf.task_always_eager = saved
+
+
+@pytest.fixture
+def redis_worker(transactional_db):
+    """A real Celery worker consuming the ``default`` queue from Redis."""
+    with _celery_worker(["default"]) as app:
+        yield app
+
+
+@pytest.fixture
+def gpu_worker(transactional_db):
+    """A real Celery worker consuming the ``gpu`` queue (training, learning-loop rounds, generation, where
+    the settings route "modeling.*") and ``default`` (aggregation, the loop's sweep) from Redis."""
+    with _celery_worker(["gpu", "default"]) as app:
+        yield app
 
 
 def _close_connections(**kwargs):

@@ -36,7 +36,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.utils import timezone
 
-from . import ReleaseError, Report
+from . import ReleaseError, Report, model_provenance
 from . import provenance as prov
 from .splits import DEFAULT_RATIOS, SPLITS, SplitPlan, split_key
 
@@ -560,7 +560,7 @@ class _Selection:
         from curation.models import ReleaseItem
 
         if self.pending and (force or len(self.pending) >= WRITE_BATCH):
-            ReleaseItem.objects.bulk_create(self.pending, batch_size=WRITE_BATCH)
+            ReleaseItem.objects.bulk_create(model_provenance.annotate(self.pending, self.run), batch_size=WRITE_BATCH)
             self.pending = []
 
 

@@ -18,6 +18,7 @@ import torch
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
+from modeling.captioning.provenance import filter_version_of
 from modeling.trainers.base import TrainingError
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class ReleaseRows:
-    """The release's items, grouped per split: [{item, image_key, text, fluency, image_id, caption_id}]."""
+    """The release's items, grouped per split: [{item, image_key, text, fluency, fluency_version, image_id,
+    caption_id}] (``fluency_version``: the pk of the fluency version that scored it, where the release names it)."""
 
     rows: dict = field(default_factory=dict)
     images: dict = field(default_factory=dict)  # sha256 -> uint8 tensor [3, S, S]
@@ -84,7 +86,8 @@ def release_rows(release, config: dict, cache: dict | None = None) -> ReleaseRow
         out.rows[item["split"]].append({
             "position": item["position"], "image_key": key, "image_id": item["image_id"],
             "caption_id": item["caption_id"], "text": item["text"],
-            "fluency": _fluency_from_provenance(item["provenance"])})
+            "fluency": _fluency_from_provenance(item["provenance"]),
+            "fluency_version": filter_version_of(item["provenance"])})
     out.missing = sorted(missing.values())
     if out.missing:
         listed = ", ".join(out.missing[:10]) + (f" and {len(out.missing) - 10} more" if len(out.missing) > 10 else "")

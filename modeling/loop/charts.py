@@ -153,7 +153,7 @@ def learning_curve_svg(numbers: dict, sampler_name: str = "sampler", width: int 
 def _sampler_points(sampler, sx, sy) -> list[str]:
     parts = [_polyline([(p["labels"], p["macro_f1"]) for p in sampler], sx, sy, SAMPLER, "", 2.4)]
     for p in sampler:
-        split = f' ({p["trained_on"]} in its training split)' if p["trained_on"] else ""
+        split = f' ({p["trained_on"]} in its training split)' if p["trained_on"] not in (None, p["labels"]) else ""
         tip = (f'round {p["round"]} ({p["sampler"]}): {p["labels"]} labels{split}, macro F1 {fmt(p["macro_f1"])} '
                f'on {p["n"]} hold-out items{" (activated)" if p["activated"] else ""}')
         parts.append(f'<circle class="point-sampler" cx="{sx(p["labels"]):.1f}" cy="{sy(p["macro_f1"]):.1f}" r="5" '
@@ -177,9 +177,9 @@ def _random_arm(arm, random, sx, sy) -> list[str]:
                      f'stroke="{RANDOM}" stroke-width="2"/><title>{escape(tip)}</title></g>')
     last = arm[-1]
     if last["labels"] == random.get("labels"):
-        # At the latest round the "random subset" is the whole pool: say so where the eye lands.
+        # At the latest round the random subset is nearly the whole pool: say so where the eye lands.
         parts.append(f'<text x="{sx(last["labels"]):.1f}" y="{sy(max(last["macro_f1"] - (last.get("sd") or 0), 0)) + 16:.1f}" '
-                     f'text-anchor="middle" font-size="10" fill="{RANDOM}">same labels</text>')
+                     f'text-anchor="middle" font-size="10" fill="{RANDOM}">same size</text>')
     return parts
 
 

@@ -1,10 +1,10 @@
 """What random sampling would have given: the learning curve's comparison arm.
 
 The labels a loop collected were chosen by its sampler, so the only random samples the data allow are
-random subsets of the labelled pool. For each earlier round's label count n, ``curve`` trains the loop's
+random subsets of the labelled pool. For each round's training size n, ``curve`` trains the loop's
 trainer (``fit_in_memory``, the same epoch loop as a run) on REPEATS random subsets of size n of the
-current pool and scores them on the hold-out. At the latest round both arms hold the same labels; the
-comparison is at the earlier sizes. Only trainers that build features once and train in seconds (the
+current pool and scores them on the hold-out. At the latest round the random subsets are nearly the
+whole pool (the run keeps a fifth back as its own test split), so the comparison is at the earlier sizes. Only trainers that build features once and train in seconds (the
 encoder head) do this; for the seed's LSTM the page says the arm was not simulated.
 """
 from __future__ import annotations
@@ -33,8 +33,9 @@ def curve(loop, round_, held: list[dict], echo=None) -> dict:
                                syntax=bool(config.get("syntax", True)), language=language)
     y = np.asarray([i["label"] for i in items])
     hy = [i["label"] for i in held]
+    # The sizes the rounds trained on (this round's included), so each point pairs with a round.
     sizes = sorted({r for r in loop.rounds.filter(status="done").values_list("labels_used", flat=True) if r}
-                   | {len(items)})
+                   | ({round_.labels_used} if round_.labels_used else set()))
     points = []
     for size in sizes:
         scores = []

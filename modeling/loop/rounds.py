@@ -98,8 +98,7 @@ def _run(round_, echo) -> None:
     with torch_threads(threads):
         run = _train(round_, loop, echo)
     version = ModelVersion.objects.filter(run=run).first()
-    summary = run.data_summary or {}
-    labels = summary.get("labels") or {}
+    labels = trained_on(run.data_summary or {})
     _stage(round_, "evaluating", echo, version=version, training_run=run,
            labels_used=int(sum(labels.values())), label_counts=labels)
     held = holdout.labelled(loop)
@@ -137,6 +136,16 @@ def _train(round_, loop, echo) -> TrainingRun:
     if run.status != TrainingRun.Status.DONE:
         raise RuntimeError(f"Training failed: {run.error or run.status}")
     return run
+
+
+def trained_on(summary: dict) -> dict:
+    """{"fluent": n, "not_fluent": n} the version's weights were fitted on: the run's training and
+    validation splits (its own test split scores the run's page, not the loop's)."""
+    splits = summary.get("splits") or {}
+    if "train" not in splits:
+        return dict(summary.get("labels") or {})
+    return {label: sum(int((splits.get(part) or {}).get(label, 0)) for part in ("train", "val"))
+            for label in ("fluent", "not_fluent")}
 
 
 def compare(version, previous, held: list[dict], train_labels: list[int], minimum: int) -> dict:

@@ -6,6 +6,8 @@ refuses the second, so two curators pressing "Next round" together get one round
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -18,6 +20,7 @@ from . import holdout
 # and GOOD/BAD follow by adding a row here and a trainer that reads their aggregates.
 LOOP_KINDS = {"fluency": (Kind.FLUENCY, "fluency-encoder")}
 STALE_SECONDS = 120  # a running round without a heartbeat for this long lost its worker
+QUEUED_SECONDS = 3600  # a round no worker took for this long (the broker's visibility timeout) is given up
 
 
 class LoopError(Exception):
@@ -66,9 +69,12 @@ def _check_options(sampler, holdout_source, fraction, batch_size, random_share, 
                         field="holdout_source")
     if not 0.05 <= float(fraction) <= 0.5:
         raise LoopError("The hold-out share must be between 0.05 and 0.5.", field="holdout_fraction")
-    if int(batch_size) < 1 or not 0.0 <= float(random_share) <= 1.0 or int(auto_every) < 0:
-        raise LoopError("Batch size must be at least 1, the random share between 0 and 1, and 'every N votes' "
-                        "0 (off) or more.", field="batch_size")
+    if int(batch_size) < 1:
+        raise LoopError("The batch size must be at least 1.", field="batch_size")
+    if not 0.0 <= float(random_share) <= 1.0:
+        raise LoopError("The sampler's share must be between 0 and 1.", field="random_share")
+    if int(auto_every) < 0:
+        raise LoopError("'Every N votes' is 0 (off) or more.", field="auto_every_votes")
 
 
 def loop_update(loop: LearningLoop, **fields) -> LearningLoop:
@@ -102,10 +108,20 @@ def round_start(loop: LearningLoop, *, user=None, trigger: str = "manual", enque
     LearningLoop.objects.filter(pk=loop.pk).update(
         votes_at_last_round=Vote.objects.filter(campaign=loop.campaign).count())
     if enqueue:
-        from ..tasks import loop_round
-
-        transaction.on_commit(lambda: loop_round.delay(round_.pk))
+        transaction.on_commit(lambda: _send(round_.pk))
     return round_
+
+
+def _send(round_id: int) -> None:
+    """Queue the round's task; a broker that cannot take it fails the round (nothing waits forever)."""
+    from ..tasks import loop_round
+
+    try:
+        loop_round.delay(round_id)
+    except Exception as exc:  # noqa: BLE001 - kombu/redis errors vary; the curator sees the message
+        LoopRound.objects.filter(pk=round_id, status=LoopRound.Status.QUEUED).update(
+            status=LoopRound.Status.FAILED, finished_at=timezone.now(), stage="lost",
+            error=f"The round could not be queued ({type(exc).__name__}: {str(exc)[:200]}); is the broker up?")
 
 
 def maybe_auto_round(campaign_id: int) -> LoopRound | None:
@@ -141,7 +157,15 @@ def sweep_stale(loop: LearningLoop | None = None) -> int:
     for round_ in rounds:
         if is_stale(round_, now):
             failed += LoopRound.objects.filter(pk=round_.pk, status=LoopRound.Status.RUNNING).update(
-                status=LoopRound.Status.FAILED, finished_at=now,
+                status=LoopRound.Status.FAILED, finished_at=now, stage="lost",
                 error=f"The worker stopped during '{round_.stage or 'start'}' (no heartbeat for {STALE_SECONDS} s). "
                       f"The tasks keep their previous priorities; start the next round again.")
+    never_started = LoopRound.objects.filter(status=LoopRound.Status.QUEUED,
+                                             created_at__lt=now - timedelta(seconds=QUEUED_SECONDS))
+    if loop is not None:
+        never_started = never_started.filter(loop=loop)
+    failed += never_started.update(
+        status=LoopRound.Status.FAILED, finished_at=now, stage="lost",
+        error=f"No worker took the round within {QUEUED_SECONDS // 60} minutes (is a worker consuming the gpu "
+              f"queue?). The tasks keep their previous priorities; start the next round again.")
     return failed

@@ -4,22 +4,65 @@ CWS) whose weights a captioner run can start from (config "encoder_version")."""
 from __future__ import annotations
 
 
+import functools
 import os
 
-import torch
-from torch.nn import functional as F
-
-from modeling.captioning import data as cdata
-from modeling.captioning import strategies
-from modeling.captioning.beam import beam_search
-from modeling.captioning.decoders import Captioner, sentence_nll
-from modeling.captioning.encoder import ImageEncoder, load_encoder_weights
-from modeling.captioning.metrics import caption_metrics, diversity
+from modeling.captioning.provenance import training_data_versions
 from modeling.captioning.vocab import MAX_TOKENS, Vocab
 from modeling.models import Kind
 
 from . import register
 from .base import Prepared, Trainer, TrainingError
+
+# torch and the modules built on it are imported when a trainer method first runs, not when the trainer
+# registers: the web process lists trainers (the new-run form) and must not load torch (benchmarks/web_memory.py).
+torch = F = cdata = strategies = beam_search = Captioner = sentence_nll = ImageEncoder = None
+load_encoder_weights = caption_metrics = diversity = None
+
+
+def _load_torch() -> None:
+    global torch, F, cdata, strategies, beam_search, Captioner, sentence_nll, ImageEncoder, load_encoder_weights
+    global caption_metrics, diversity
+    if torch is not None:
+        return
+    import torch as _torch
+    from torch.nn import functional as _F
+
+    from modeling.captioning import data as _cdata
+    from modeling.captioning import strategies as _strategies
+    from modeling.captioning.beam import beam_search as _beam_search
+    from modeling.captioning.decoders import Captioner as _Captioner
+    from modeling.captioning.decoders import sentence_nll as _sentence_nll
+    from modeling.captioning.encoder import ImageEncoder as _ImageEncoder
+    from modeling.captioning.encoder import load_encoder_weights as _load_encoder_weights
+    from modeling.captioning.metrics import caption_metrics as _caption_metrics
+    from modeling.captioning.metrics import diversity as _diversity
+
+    torch, F, cdata, strategies, beam_search = _torch, _F, _cdata, _strategies, _beam_search
+    Captioner, sentence_nll, ImageEncoder, load_encoder_weights = _Captioner, _sentence_nll, _ImageEncoder, \
+        _load_encoder_weights
+    caption_metrics, diversity = _caption_metrics, _diversity
+
+
+def _with_torch(cls):
+    """Wrap every method the class defines so that torch and friends are loaded before it runs."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("__"):
+            continue
+        if isinstance(member, staticmethod):  # callable too: check it first
+            setattr(cls, name, staticmethod(_wrap(member.__func__)))
+        elif callable(member):
+            setattr(cls, name, _wrap(member))
+    return cls
+
+
+def _wrap(function):
+    @functools.wraps(function)
+    def loaded(*args, **kwargs):
+        _load_torch()
+        return function(*args, **kwargs)
+
+    return loaded
 
 MODEL_KEYS = ("feature_dim", "width", "embed", "hidden", "dropout", "heads", "layers")
 
@@ -47,6 +90,7 @@ def _encoder_source(config: dict):
     return None, None
 
 
+@_with_torch
 class CaptionerTrainer(Trainer):
     kind = Kind.CAPTIONER
 
@@ -81,8 +125,9 @@ class CaptionerTrainer(Trainer):
         if len(train_rows) < needed:
             raise TrainingError(f"Too few captions to train: the release's train split has {len(train_rows)} "
                                 f"usable caption(s), at least {needed} are needed.", code="too_few_labels")
-        if strategy in strategies.NEEDS_FLUENCY:
-            self._fill_fluency(rows, strategy, notes)
+        # Which classifier scored the data is part of what the run trained on: recorded on the run and
+        # in the version's info, so a release of its captions can name it (None: fluency not used).
+        fluency_version = self._fill_fluency(rows, strategy, notes) if strategy in strategies.NEEDS_FLUENCY else None
         vocab = Vocab.build([r["text"] for r in train_rows], int(config["min_count"]), int(config["max_tokens"]))
         eval_split = next((s for s in ("test", "val") if rows.rows[s]), "train")
         if eval_split == "train":
@@ -94,11 +139,13 @@ class CaptionerTrainer(Trainer):
                 "regime": "CWS" if config.get("encoder_version") and regime == "CS" else regime,
                 "release": release.pk, "release_hash": release.content_hash,
                 **{k: config[k] for k in MODEL_KEYS}}
+        if fluency_version is not None:
+            info["fluency_version"] = fluency_version
         train_f = splits["train"]["fluency"]
         summary = {s: {"captions": len(rows.rows[s]), "images": int(splits[s]["images"].shape[0])}
                    for s in cdata.SPLITS}
         summary.update({"vocabulary": len(vocab), "strategy": strategy, "regime": info["regime"],
-                        "missing_images": len(rows.missing), "notes": notes})
+                        "missing_images": len(rows.missing), "notes": notes, "fluency_version": fluency_version})
         if strategy in strategies.NEEDS_FLUENCY:
             summary["fluent_share"] = float((train_f > 0.5).float().mean()) if len(train_f) else 0.0
             if strategy == "fluency_only" and int((train_f > 0.5).sum()) < needed:
@@ -109,23 +156,31 @@ class CaptionerTrainer(Trainer):
         return Prepared(splits["train"], splits["val"], splits["test"], info, digest, summary)
 
     @staticmethod
-    def _fill_fluency(rows, strategy, notes):
-        todo = [r for s in cdata.SPLITS for r in rows.rows[s] if r["fluency"] is None]
+    def _fill_fluency(rows, strategy, notes) -> dict | None:
+        """Score with the active fluency classifier the captions the release has no fluency score for;
+        return the fluency version(s) that scored the data (modeling.captioning.provenance)."""
+        every = [r for s in cdata.SPLITS for r in rows.rows[s]]
+        todo = [r for r in every if r["fluency"] is None]
+        classifier = None
         if not todo:
             notes.append("fluency scores from the release's fluency filter decisions")
-            return
-        try:
-            from modeling.fluency import score
+        else:
+            try:
+                from modeling.fluency import resolve, score
 
-            values = score([r["text"] for r in todo])
-        except Exception as exc:  # no active fluency model, or FLUENCY's module absent
-            raise TrainingError(f"Strategy {strategy!r} needs a fluency score for every caption: {len(todo)} "
-                                f"caption(s) have none in the release and the fluency model could not score them "
-                                f"({exc}). Activate a fluency classifier or freeze the release from a run with "
-                                "a fluency filter.", code="bad_config") from None
-        for r, f in zip(todo, values):
-            r["fluency"] = float(f)
-        notes.append(f"{len(todo)} fluency score(s) from the active fluency classifier")
+                classifier = resolve()  # pinned: an activation meanwhile must not change what is recorded
+                values = score([r["text"] for r in todo], version=classifier)
+            except Exception as exc:  # no active fluency model, or FLUENCY's module absent
+                raise TrainingError(f"Strategy {strategy!r} needs a fluency score for every caption: {len(todo)} "
+                                    f"caption(s) have none in the release and the fluency model could not score "
+                                    f"them ({exc}). Activate a fluency classifier or freeze the release from a run "
+                                    "with a fluency filter.", code="bad_config") from None
+            for r, f in zip(todo, values):
+                r["fluency"] = float(f)
+                r["fluency_by_classifier"] = True
+            notes.append(f"{len(todo)} fluency score(s) from the active fluency classifier "
+                         f"(fluency v{classifier.version})")
+        return training_data_versions(every, classifier, len(todo))
 
     @staticmethod
     def _tensors(rows, cache, vocab, max_tokens):
@@ -232,6 +287,7 @@ class CaptionerTrainer(Trainer):
                 "metric_notes": [SPICE_SKIPPED] + ([] if config.get("meteor", True) else ["METEOR off"])}
 
 
+@_with_torch
 class TopicCNNTrainer(Trainer):
     """The image encoder trained to predict each image's LDA topic distribution (seed 000, Section 4:
     the topic model's distribution is the CNN's soft label, cross-entropy against it)."""

@@ -8,34 +8,19 @@ import pytest
 from annotation.models import Task
 from modeling.loop import services
 from modeling.models import LearningLoop, LoopRound, ModelVersion
-from tests.conftest import REQUIRE_SERVICES, _close_connections
+from tests.conftest import REQUIRE_SERVICES
 from tests.modeling.loop_helpers import make_pool_campaign, next_tasks, vote
 
 pytestmark = pytest.mark.worker
 
 
 @pytest.fixture
-def gpu_worker(transactional_db):
-    """A real Celery worker (thread, solo pool) consuming the gpu and default queues from Redis."""
-    from celery.contrib.testing.worker import start_worker
-    from celery.signals import task_postrun
-
-    from captionlab.celery import app
-
-    if not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+def postgres_worker(gpu_worker):
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         if REQUIRE_SERVICES:
-            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL or Redis is not configured")
-        pytest.skip("the loop's worker test needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)")
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = False
-    task_postrun.connect(_close_connections)
-    try:
-        with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, queues=["gpu", "default"],
-                          shutdown_timeout=60):
-            yield app
-    finally:
-        task_postrun.disconnect(_close_connections)
-        app.conf.task_always_eager = saved
+            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but DATABASE_URL is not PostgreSQL")
+        pytest.skip("the loop's worker test runs on PostgreSQL (DATABASE_URL)")
+    return gpu_worker
 
 
 def _run_round(loop, user, timeout=300) -> LoopRound:
@@ -55,7 +40,7 @@ def _ranks(campaign, task_ids):
 
 
 def test_three_rounds_reprioritise_the_open_tasks_store_hold_out_metrics_and_keep_a_worse_version_out(
-        gpu_worker, alice, django_user_model):
+        postgres_worker, alice, django_user_model):
     campaign, truth, raters = make_pool_campaign(alice, django_user_model, n=360, seed=11, name="worker fluency")
     loop = services.loop_create(campaign=campaign, user=alice, config={"cv_folds": 3}, min_holdout=15)
     held = set(loop.holdout_tasks)

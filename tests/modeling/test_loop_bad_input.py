@@ -126,3 +126,27 @@ def test_a_redelivered_round_reuses_its_finished_training_run(pool, alice):
     LoopRound.objects.filter(pk=round_.pk).update(status="running", stage="rescoring")
     again = run_round(round_.pk)
     assert again.status == "done" and TrainingRun.objects.count() == runs
+
+
+def test_a_round_no_worker_takes_is_given_up_after_an_hour_and_a_broker_that_refuses_fails_it_at_once(
+        pool, alice, monkeypatch, django_capture_on_commit_callbacks):
+    from modeling import tasks
+
+    campaign, _, _ = pool
+    loop = services.loop_create(campaign=campaign)
+    waiting = services.round_start(loop, user=alice, enqueue=False)
+    LoopRound.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(minutes=59))
+    assert services.sweep_stale() == 0
+    LoopRound.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(minutes=61))
+    assert services.sweep_stale() == 1
+    waiting.refresh_from_db()
+    assert waiting.status == "failed" and "No worker took the round" in waiting.error
+
+    def refuse(*args, **kwargs):
+        raise ConnectionRefusedError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(tasks.loop_round, "delay", refuse)
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = services.round_start(loop, user=alice)
+    refused.refresh_from_db()
+    assert refused.status == "failed" and "could not be queued" in refused.error and "is the broker up" in refused.error
