@@ -52,8 +52,10 @@ def test_three_rounds_reprioritise_the_open_tasks_store_hold_out_metrics_and_kee
     assert first.status == "done", first.error
     assert first.activated and "Activated" in first.decision
     assert first.holdout["n"] >= 15 and first.holdout["new"]["macro_f1"] > first.holdout["majority"]["macro_f1"]
-    assert first.labels_used == 120 - len(held & set(Task.objects.filter(campaign=campaign, status="done")
-                                                      .values_list("pk", flat=True)))
+    done = set(Task.objects.filter(campaign=campaign, status="done").values_list("pk", flat=True))
+    summary = first.training_run.data_summary
+    assert sum(summary["labels"].values()) == 120 - len(held & done)  # every label but the hold-out's
+    assert first.labels_used == sum(summary["splits"]["train"].values()) + sum(summary["splits"]["val"].values())
     assert first.changes["rescored"] == Task.objects.filter(campaign=campaign, status="open").count()
     order_after_first = _ranks(campaign, watched)
     scores_after_first = dict(Task.objects.filter(pk__in=watched).values_list("pk", "model_score"))
