@@ -62,7 +62,7 @@ beat: need-redis setup
 bench: setup
 	@rc=0; $(PY) benchmarks/web_memory.py || rc=1; \
 	. scripts/services.sh && use_local_services && { \
-	  for script in ingest filters annotate_load export; do \
+	  for script in ingest filters annotate_load export loop; do \
 	    [ -f benchmarks/$$script.py ] && { $(PY) benchmarks/$$script.py || rc=1; }; \
 	  done; }; \
 	exit $$rc
