@@ -30,8 +30,6 @@ CREATE = SETTINGS + ("holdout_source", "holdout_fraction")
 CASTS = {"sampler": str, "holdout_source": str, "random_share": float, "holdout_fraction": float,
          "batch_size": int, "auto_every_votes": int}
 NUMBER_HINTS = {float: "A number, e.g. 0.3.", int: "A whole number, e.g. 40."}
-# sweep_stale's message; a round failed by the sweep lost its worker (the row has no other marker).
-LOST_PREFIX = "The worker stopped"
 
 
 def sampler_choices() -> list[tuple[str, str, str]]:
@@ -77,7 +75,8 @@ def _loop(pk) -> LearningLoop:
 
 
 def worker_lost(round_: LoopRound) -> bool:
-    return round_.status == LoopRound.Status.FAILED and round_.error.startswith(LOST_PREFIX)
+    """Failed by the sweep (its worker stopped beating, or none took it) or by a broker that refused it."""
+    return round_.status == LoopRound.Status.FAILED and round_.stage == "lost"
 
 
 def _stages(round_: LoopRound) -> list[dict]:
