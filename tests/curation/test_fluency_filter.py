@@ -116,7 +116,7 @@ def make_fluency_campaign(user, django_user_model, sentences=SENTENCES, difficul
     return campaign, labels
 
 
-TINY = {"embedding": 32, "hidden": 32, "dropout": 0.2, "lr": 0.01, "epochs": 12, "batch_size": 16,
+TINY = {"embedding": 32, "hidden": 32, "dropout": 0.2, "lr": 0.01, "epochs": 12, "batch_size": 16, "cv_folds": 0,
         "test_fraction": 0.25, "val_fraction": 0.0, "seed": 3, "device": "cpu", "min_labels": 20}
 
 
