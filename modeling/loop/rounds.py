@@ -21,7 +21,6 @@ from ..evaluation import binary_report, majority_baseline, verdict
 from ..models import LoopRound, ModelVersion, TrainingRun
 from ..threads import torch_threads
 from ..trainers import get_trainer
-from ..trainers.fluency_data import labelled_items
 from . import holdout, random_arm, rescore
 
 log = logging.getLogger(__name__)
@@ -195,4 +194,4 @@ def decide(version, previous, result: dict, user) -> tuple[bool, str]:
     return True, f"Activated {version}: hold-out macro F1 {new:.3f}{against}."
 
 
-__all__ = ["run_round", "compare", "decide", "labelled_items"]
+__all__ = ["run_round", "compare", "decide", "trained_on"]

