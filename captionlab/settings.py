@@ -224,6 +224,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # The sentence encoder of the "fluency-encoder" trainer and the learning loop: a name known to
 # modeling.encoders (the packaged all-MiniLM-L6-v2 by default).
 TEXT_ENCODER = env.str("TEXT_ENCODER", default="minilm-l6-v2")
+# The model pack (modeling.pack): Hugging Face-format model directories a user copies in and registers with
+# `manage.py models add-pretrained DIR --name N --licence L`. Relative directories are resolved against it.
+CAPTIONLAB_MODELS_DIR = Path(env.str("CAPTIONLAB_MODELS_DIR", default=str(VAR_DIR / "models")))
+# The image-text model the curation filters use when a step names none ("" : the most recently registered).
+CLIP_MODEL = env.str("CLIP_MODEL", default="")
+# Images per forward pass when embedding (the gpu queue); AMP (fp16/bf16) is used on CUDA only.
+EMBED_BATCH_SIZE = env.int("EMBED_BATCH_SIZE", default=64)
 # The attribute ruler's rules matched by lookup tables (curation/pipeline/ruler.py): the same annotations
 # as spaCy's Matcher, in about a twentieth of the time; false keeps spaCy's Matcher.
 SPACY_COMPILED_RULER = env.bool("SPACY_COMPILED_RULER", default=True)
