@@ -136,3 +136,35 @@ def _close_connections(**kwargs):
     from django.db import connections
 
     connections.close_all()
+
+
+@pytest.fixture(scope="session")
+def _tiny_clip_source(tmp_path_factory):
+    from tests.modeling.tiny_clip import build_tiny_clip
+
+    return build_tiny_clip(tmp_path_factory.mktemp("tiny-clip-src") / "tiny-clip")
+
+
+@pytest.fixture
+def models_dir(tmp_path, settings):
+    """An empty CAPTIONLAB_MODELS_DIR for this test (and no model loaded from an earlier one)."""
+    from modeling import pack
+
+    settings.CAPTIONLAB_MODELS_DIR = tmp_path / "models"
+    settings.CAPTIONLAB_MODELS_DIR.mkdir()
+    pack.clear_cache()
+    yield settings.CAPTIONLAB_MODELS_DIR
+    pack.clear_cache()
+
+
+@pytest.fixture
+def tiny_clip(db, models_dir, _tiny_clip_source):
+    """A tiny CLIP (random weights, built by tests/modeling/tiny_clip.py) copied into the models dir and
+    registered through the real code: the PretrainedModel row."""
+    import shutil
+
+    from modeling import pack
+
+    shutil.copytree(_tiny_clip_source, models_dir / "tiny-clip")
+    return pack.model_add_pretrained(directory="tiny-clip", name="tiny-clip", licence="MIT (random test weights)",
+                                     source="built by tests/modeling/tiny_clip.py")
