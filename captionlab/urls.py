@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/", include("annotation.api_urls")),
     path("api/", include("modeling.api")),
     path("api/", include("modeling.api_loop")),
+    path("api/", include("modeling.api_pack")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -44,3 +44,14 @@ def sweep_loops() -> int:
     from .loop.services import sweep_stale
 
     return sweep_stale()
+
+
+@shared_task(name="modeling.embed_collection", acks_late=True, reject_on_worker_lost=True,
+             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
+             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+def embed_collection(job_id: int) -> str:
+    """An EmbeddingJob (modeling.embeddings.jobs): image and caption vectors, then the FAISS indexes. Re-delivered
+    after a lost worker, it skips what is stored."""
+    from .embeddings.jobs import job_run
+
+    return job_run(job_id).status

@@ -1,6 +1,6 @@
 """Image filters of Conceptual Captions (seed 002, Section 3, "Image-based Filtering"): encoding
-format, minimum side, aspect ratio, decodability, exact and near duplicates, and a pluggable
-unsafe-content check.
+format, minimum side, aspect ratio, decodability, exact and near duplicates. The unsafe-content check
+lives in unsafe.py (its names still import from here).
 
 They see image Items (``file_name`` in Django's default storage, ``image_format``, ``width``,
 ``height``, ``sha256``, ``phash``, ``image_status``). An image without a file (status other than
@@ -14,10 +14,7 @@ import io
 import logging
 import warnings
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
-from django.utils.module_loading import import_string
 from PIL import Image as PILImage
 
 from .base import Decision, Filter, Item, drop, keep, not_applicable
@@ -420,80 +417,16 @@ class NearDuplicate(Filter):
         return out
 
 
-# --- Unsafe content (pluggable) -------------------------------------------------------------------
+# --- Unsafe content: moved to unsafe.py -------------------------------------------------------------
 
-class UnsafeContentChecker:
-    """The interface of an unsafe-content (pornography, violence...) classifier.
-
-    ``check(items)`` returns one ``(unsafe, score, label)`` per item: ``unsafe`` True or False when
-    the check ran, None when it did not run for that item; ``score`` the classifier's confidence
-    that the image is unsafe, where it has one; ``label`` a short explanation. Implementations
-    read the image from ``item.file_name`` in Django's default storage. Select one with the setting
-    ``CURATION_UNSAFE_CHECKER = "package.module.ClassName"``.
-    """
-
-    name = "base"
-
-    def check(self, items: list[Item]) -> list[tuple[bool | None, float | None, str]]:
-        raise NotImplementedError
+_MOVED = frozenset({"UnsafeContentChecker", "NoOpChecker", "load_checker", "UnsafeContent"})
 
 
-class NoOpChecker(UnsafeContentChecker):
-    """The default: checks nothing and says so."""
+def __getattr__(name):
+    """``from curation.pipeline.image_filters import UnsafeContent`` (and the checker interface) keeps working:
+    resolved lazily, because unsafe.py builds on this module's helpers."""
+    if name in _MOVED:
+        from . import unsafe
 
-    name = "noop"
-
-    def check(self, items):
-        return [(None, None, "no unsafe-content checker is configured (settings.CURATION_UNSAFE_CHECKER)")] * len(items)
-
-
-def load_checker() -> UnsafeContentChecker:
-    path = getattr(settings, "CURATION_UNSAFE_CHECKER", None)
-    if not path:
-        return NoOpChecker()
-    try:
-        found = import_string(path)
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"CURATION_UNSAFE_CHECKER = {path!r} cannot be imported: {exc}") from exc
-    checker = found() if isinstance(found, type) else found
-    if not callable(getattr(checker, "check", None)):
-        raise ImproperlyConfigured(f"CURATION_UNSAFE_CHECKER = {path!r} has no check(items) method")
-    return checker
-
-
-@register
-class UnsafeContent(Filter):
-    name = "unsafe_content"
-    label = "Unsafe content"
-    description = ("Runs the configured unsafe-content checker (settings.CURATION_UNSAFE_CHECKER). The default "
-                   "checker does nothing: every image is marked 'check not run', never silently kept.")
-    target = "image"
-    # max_score: when set, an image whose checker score is at or above it is dropped whatever the verdict.
-    defaults = {"max_score": None}
-
-    def apply(self, items):
-        checker = load_checker()
-        name = getattr(checker, "name", type(checker).__name__)
-        out: list[Decision | None] = [None] * len(items)
-        present = [i for i, item in enumerate(items) if has_file(item)]
-        for i, item in enumerate(items):
-            if not has_file(item):
-                out[i] = not_applicable("no_file", status=item.image_status)
-        try:
-            results = list(checker.check([items[i] for i in present])) if present else []
-            if len(results) != len(present):
-                raise ValueError(f"returned {len(results)} results for {len(present)} images")
-        except Exception as exc:  # noqa: BLE001 - a failing checker is reported per image, not a crash
-            for i in present:
-                out[i] = not_applicable("check_failed", checker=name, error=_error(exc))
-            return out
-        max_score = self.params["max_score"]
-        for i, (unsafe, score, label) in zip(present, results):
-            over = max_score is not None and score is not None and score >= max_score
-            if unsafe is None and not over and (max_score is None or score is None):
-                out[i] = not_applicable("check_not_run", checker=name, note=label)
-            elif unsafe or over:
-                out[i] = drop("unsafe", score, checker=name, label=label)
-            else:
-                out[i] = keep("safe", score, checker=name, label=label)
-        return out
+        return getattr(unsafe, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,10 +4,17 @@
     manage.py models --kind fluency
     manage.py models activate fluency 3
     manage.py models activate fluency 3 --force   # even though it does not beat the majority class
+
+The model pack (pretrained models from local files, modeling.pack):
+
+    manage.py models pretrained                   # registered pretrained models
+    manage.py models add-pretrained DIR --name clip-b32 --licence MIT [--source "openai/clip-vit-base-patch32"]
+    manage.py models verify clip-b32              # every file against its registered sha256
 """
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling import evaluation, registry
+from modeling.management import pretrained
 from modeling.models import Kind, ModelVersion
 from modeling.trainers.base import TrainingError
 
@@ -18,16 +25,26 @@ class Command(BaseCommand):
     help = "List model versions per kind, or activate one (one active version per kind)."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", nargs="?", choices=["list", "activate"], default="list",
-                            help="list the versions (default) or activate one")
-        parser.add_argument("kind", nargs="?", choices=Kind.values,
-                            help="the model kind: with activate, the kind of the version; with list, a filter")
+        parser.add_argument("action", nargs="?", default="list",
+                            choices=["list", "activate", "pretrained", "add-pretrained", "verify"],
+                            help="list the versions (default), activate one, or manage the model pack")
+        parser.add_argument("kind", nargs="?",
+                            help="the model kind (with activate, or a filter of list); with add-pretrained the "
+                                 "directory; with verify the pretrained model's name")
         parser.add_argument("version", nargs="?", type=int, help="with activate: the version number to activate")
+        parser.add_argument("--name", help="add-pretrained: the name to register the directory under")
+        parser.add_argument("--licence", "--license", dest="licence", help="add-pretrained: the model's licence")
+        parser.add_argument("--source", default="", help="add-pretrained: where the files came from")
         parser.add_argument("--kind", dest="kind_filter", choices=Kind.values, help="list only this kind")
         parser.add_argument("--force", action="store_true",
                             help="with activate: activate even a version that does not beat the majority class")
 
     def handle(self, *args, **opts):
+        if opts["action"] in pretrained.ACTIONS:
+            pretrained.handle(self, opts)
+            return
+        if opts["kind"] and opts["kind"] not in Kind.values:
+            raise CommandError(f"Unknown kind {opts['kind']!r}; known: {', '.join(Kind.values)}.")
         if opts["action"] == "activate":
             self._activate(opts)
             return

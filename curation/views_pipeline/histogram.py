@@ -1,0 +1,57 @@
+"""A step's score histogram with its thresholds, and what other thresholds would change (what-if)."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from captionlab import roles
+from captionlab.roles import role_required
+
+from .. import charts
+from ..models import FilterRun
+from ..pipeline import registry
+from ..views import _render
+from .selectors import _float_or_none, _number_text, _step_decisions, _step_or_404
+
+HISTOGRAM_BINS = 30
+
+
+def _score_thresholds(filter_name: str) -> tuple[str, ...]:
+    try:
+        return registry.get(filter_name).score_thresholds
+    except KeyError:  # a filter no longer installed: its histogram has no thresholds to move
+        return ()
+
+
+def _histogram_context(run: FilterRun, step: int, query) -> dict:
+    """The step's score histogram with its thresholds, and what other thresholds would change."""
+    snapshot = _step_or_404(run, step)
+    current = charts.thresholds_of(snapshot.get("params") or {}, _score_thresholds(snapshot["filter"]))
+    proposed, errors = {}, {}
+    for name, value in current.items():
+        text = query.get(f"th_{name}")
+        if text in (None, ""):
+            proposed[name] = value
+        elif (number := _float_or_none(text)) is None:
+            proposed[name], errors[name] = value, "Enter a number."
+        else:
+            proposed[name] = number
+    decisions = _step_decisions(run, step)
+    histogram = charts.score_histogram(decisions, current, bins=HISTOGRAM_BINS)
+    changed = proposed != current
+    return {
+        "run": run, "step": step, "histogram": histogram, "histogram_svg": charts.histogram_svg(histogram, proposed),
+        "thresholds": [(name, _number_text(value), query.get(f"th_{name}") if name in errors else _number_text(proposed[name]),
+                        errors.get(name, "")) for name, value in sorted(current.items())],
+        "what_if": charts.what_if(decisions, current, proposed) if changed else None,
+    }
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def run_step_histogram(request, pk, step):
+    """The histogram alone, re-rendered as the what-if thresholds move."""
+    run = get_object_or_404(FilterRun.objects.select_related("pipeline", "collection"), pk=pk)
+    context = _histogram_context(run, step, request.GET)
+    context["snapshot"] = run.snapshot[step]
+    return _render(request, "runs/histogram.html", "runs/_histogram_chart.html", context)

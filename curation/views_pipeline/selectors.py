@@ -1,0 +1,124 @@
+"""What the decisions browser reads: the final outcome (override, else the filter's), the tab, reason and
+score-range filters of a step's page, counts per tab and reason, and a page of decisions dressed for display."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.db.models import Count, Prefetch, Value
+from django.db.models.functions import Coalesce, NullIf
+from django.http import Http404
+
+from ..models import FilterDecision, FilterRun, Review
+from .dressing import _dress
+
+DECISIONS_PER_PAGE = 50
+TABS = (("keep", "Kept"), ("drop", "Dropped"), ("na", "Not applicable"))
+STEP_QUERY_KEYS = ("tab", "reason", "min_score", "max_score", "page")
+
+
+def _final():
+    """The decision as it stands: the curator's override, else the filter's outcome."""
+    return Coalesce(NullIf("override", Value("")), "outcome")
+
+
+def _step_or_404(run: FilterRun, step: int) -> dict:
+    if not 0 <= step < len(run.snapshot or []):
+        raise Http404("This run has no such step.")
+    return run.snapshot[step]
+
+
+def _number_text(value: float) -> str:
+    """A threshold as an input shows it: 8 rather than 8.0, 0.1 rather than 0.1000000001."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
+def _param_items(params: dict) -> list[tuple[str, str]]:
+    """Parameters for display: scalars as they are, lists and dicts as compact JSON."""
+    return [(key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            for key, value in sorted((params or {}).items())]
+
+
+def _float_or_none(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class StepFilters:
+    """What the decisions browser shows: a tab (final outcome), a reason, a score range."""
+
+    tab: str = "drop"
+    reason: str | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+    raw: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, query) -> "StepFilters":
+        tab = query.get("tab", "drop")
+        if tab not in dict(TABS):
+            tab = "drop"
+        reason = query.get("reason")
+        return cls(tab=tab, reason=reason if reason is not None and len(reason) <= 60 else None,
+                   min_score=_float_or_none(query.get("min_score")), max_score=_float_or_none(query.get("max_score")),
+                   raw={k: query.get(k) for k in STEP_QUERY_KEYS if query.get(k) not in (None, "")})
+
+    def scores(self, decisions):
+        if self.min_score is not None:
+            decisions = decisions.filter(score__gte=self.min_score)
+        if self.max_score is not None:
+            decisions = decisions.filter(score__lte=self.max_score)
+        return decisions
+
+    def query(self, **changes) -> str:
+        """The query string of these filters with some changed (None removes a key)."""
+        values = {**self.raw, **changes}
+        return urlencode({k: v for k, v in values.items() if v is not None and v != ""})
+
+
+def _step_decisions(run: FilterRun, step: int):
+    return FilterDecision.objects.filter(run=run, step=step)
+
+
+def _tab_counts(run: FilterRun, step: int) -> dict[str, int]:
+    counts = dict(_step_decisions(run, step).annotate(final=_final()).values("final")
+                  .annotate(n=Count("pk")).values_list("final", "n"))
+    return {value: counts.get(value, 0) for value, _ in TABS}
+
+
+def _reason_chips(run: FilterRun, step: int, filters: StepFilters) -> list[tuple[str, int]]:
+    rows = (filters.scores(_step_decisions(run, step)).annotate(final=_final()).filter(final=filters.tab)
+            .values("reason").annotate(n=Count("pk")).order_by("-n", "reason"))
+    return [(row["reason"], row["n"]) for row in rows]
+
+
+def _decisions_page(run: FilterRun, step: int, filters: StepFilters, page_number):
+    decisions = filters.scores(_step_decisions(run, step)).annotate(final=_final()).filter(final=filters.tab)
+    if filters.reason is not None:
+        decisions = decisions.filter(reason=filters.reason)
+    decisions = decisions.select_related("image", "caption").prefetch_related(
+        Prefetch("reviews", queryset=Review.objects.select_related("user").order_by("-created_at", "-pk"))
+    ).order_by("pk")
+    page = Paginator(decisions, DECISIONS_PER_PAGE).get_page(page_number)
+    transform = bool(run.snapshot[step].get("transform"))
+    seen = _texts_seen(run, step, [d.caption_id for d in page.object_list if d.caption_id])
+    for decision in page.object_list:
+        _dress(decision, transform, seen.get(decision.caption_id))
+    return page
+
+
+def _texts_seen(run: FilterRun, step: int, caption_ids: list[int]) -> dict[int, str]:
+    """The text each caption had when it reached ``step``: the output of the last earlier transform
+    that changed it (captions no transform changed are absent)."""
+    if not caption_ids or step == 0:
+        return {}
+    rows = (FilterDecision.objects.filter(run=run, step__lt=step, caption_id__in=caption_ids)
+            .exclude(text_after="").order_by("step").values_list("caption_id", "text_after", "text_before"))
+    return {caption_id: after for caption_id, after, before in rows if after != before}

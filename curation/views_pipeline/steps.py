@@ -1,0 +1,51 @@
+"""One step's decisions page: tabs by final outcome, reason chips, score range, a page of decisions and
+the histogram above them."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from captionlab import roles
+from captionlab.roles import role_required
+
+from ..models import FilterRun
+from ..views import _render
+from .editor import _filter_class
+from .histogram import _histogram_context
+from .selectors import TABS, StepFilters, _decisions_page, _param_items, _reason_chips, _step_or_404, _tab_counts
+
+
+def _tabs(run: FilterRun, step: int, filters: StepFilters) -> list[tuple]:
+    """(value, label, count, query) per outcome tab; a tab keeps the score range, not the reason."""
+    counts = _tab_counts(run, step)
+    return [(value, label, counts[value], filters.query(tab=value, reason=None, page=None)) for value, label in TABS]
+
+
+def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) -> dict:
+    snapshot = _step_or_404(run, step)
+    page = _decisions_page(run, step, filters, page_number)
+    reasons = [(reason, count, filters.query(reason=reason, page=None), reason == filters.reason)
+               for reason, count in _reason_chips(run, step, filters)]
+    return {
+        "run": run, "step": step, "snapshot": snapshot, "filter_class": _filter_class(snapshot["filter"]),
+        "params": _param_items(snapshot.get("params")),
+        "filters": filters, "tabs": _tabs(run, step, filters),
+        "reasons": reasons, "all_reasons_query": filters.query(reason=None, page=None),
+        "clear_range_query": filters.query(min_score=None, max_score=None, page=None),
+        "page": page, "steps": list(enumerate(run.snapshot)), "return_query": filters.query(),
+        "prev_query": filters.query(page=page.previous_page_number()) if page.has_previous() else "",
+        "next_query": filters.query(page=page.next_page_number()) if page.has_next() else "",
+    }
+
+
+@role_required(roles.CURATOR)
+@require_GET
+def run_step(request, pk, step):
+    """One step's decisions: tabs by final outcome, reason chips, score range, 50 a page, each with
+    its image, texts, score, details and override buttons; the score histogram above them."""
+    run = get_object_or_404(FilterRun.objects.select_related("pipeline", "collection"), pk=pk)
+    filters = StepFilters.parse(request.GET)
+    context = _step_context(run, step, filters, request.GET.get("page"))
+    if not (request.htmx and not request.htmx.boosted):
+        context.update(_histogram_context(run, step, request.GET))
+    return _render(request, "runs/step.html", "runs/_decisions.html", context)
