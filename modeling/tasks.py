@@ -46,12 +46,16 @@ def sweep_loops() -> int:
     return sweep_stale()
 
 
-@shared_task(name="modeling.embed_collection", acks_late=True, reject_on_worker_lost=True,
+@shared_task(name="modeling.embed_collection", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=20,
              time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
              soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
-def embed_collection(job_id: int) -> str:
+def embed_collection(self, job_id: int) -> str:
     """An EmbeddingJob (modeling.embeddings.jobs): image and caption vectors, then the FAISS indexes. Re-delivered
-    after a lost worker, it skips what is stored."""
-    from .embeddings.jobs import job_run
+    after a lost worker, it skips what is stored; while the lost worker's heartbeat is still fresh it waits for
+    the heartbeat to go stale and tries again."""
+    from .embeddings import jobs
 
-    return job_run(job_id).status
+    job = jobs.job_run(job_id)
+    if job.status == job.Status.RUNNING:  # held by a worker whose heartbeat is fresh (or was, a moment ago)
+        raise self.retry(countdown=jobs.STALE_AFTER.total_seconds() + 1)
+    return job.status
