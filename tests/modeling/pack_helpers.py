@@ -1,6 +1,7 @@
 """Collections of real photos (../shared/data) and captions for the model-pack tests."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from django.core.files.base import ContentFile
@@ -15,13 +16,17 @@ def photo_collection(photos: Path, name: str = "Open Images sample", limit: int 
     collection = Collection.objects.create(name=name)
     files = sorted(photos.glob("*.jpg"))[:limit]
     for i, path in enumerate(files):
-        image = Image(collection=collection, format="JPEG", status=Image.Status.READY, external_id=path.stem)
-        image.file.save(path.name, ContentFile(path.read_bytes()), save=True)
+        data = path.read_bytes()
+        image = Image(collection=collection, format="JPEG", status=Image.Status.READY, external_id=path.stem,
+                      sha256=hashlib.sha256(data).hexdigest())
+        image.file.save(path.name, ContentFile(data), save=True)
         for text in (captions or {}).get(i, [f"photo {path.stem}"]):
             Caption.objects.create(image=image, text=text, origin=Caption.Origin.ALT_TEXT)
     for i in range(broken):
-        image = Image(collection=collection, format="JPEG", status=Image.Status.READY, external_id=f"broken-{i}")
-        image.file.save(f"broken-{i}.jpg", ContentFile(b"\xff\xd8\xff not really a jpeg"), save=True)
+        data = b"\xff\xd8\xff not really a jpeg " + str(i).encode()
+        image = Image(collection=collection, format="JPEG", status=Image.Status.READY, external_id=f"broken-{i}",
+                      sha256=hashlib.sha256(data).hexdigest())
+        image.file.save(f"broken-{i}.jpg", ContentFile(data), save=True)
         Caption.objects.create(image=image, text=f"a broken file {i}", origin=Caption.Origin.ALT_TEXT)
     return collection
 

@@ -91,16 +91,18 @@ def test_the_index_finds_each_photo_itself_first_and_stays_right_after_new_image
     stored, _ = image_vectors(tiny_clip, list(collection.images.values_list("pk", flat=True)), compute=False)
     for image_id, vector in stored.items():
         assert index_search(collection=collection, model=tiny_clip, target="image", queries=vector, k=1)[0][0][0] == image_id
-    newer = photo_collection(shared_photos, name="more", limit=10)  # other collection: not in this index
-    assert index_search(collection=newer and collection, model=tiny_clip, target="image",
-                        queries=next(iter(stored.values())), k=20).__len__() == 1
+    other = photo_collection(shared_photos, name="more", limit=10)  # the same photos in another collection
+    jobs.job_run(jobs.job_create(collection=other, model="tiny-clip").pk)
+    found = index_search(collection=collection, model=tiny_clip, target="image", queries=next(iter(stored.values())),
+                         k=20)[0]
+    assert len(found) == 8 and {image_id for image_id, _ in found} == set(stored)
 
 
 def test_the_embed_command_prints_progress_and_the_summary(tiny_clip, shared_photos, capsys):
     collection = photo_collection(shared_photos, limit=4)
     call_command("embed", str(collection.pk), "--model", "tiny-clip")
     out = capsys.readouterr().out
-    assert "images..." in out and "4/8 embedded" in out or "8/8 embedded" in out
+    assert "images..." in out and "8/8 embedded" in out
     assert "Done in" in out and EmbeddingJob.objects.get().status == "done"
 
 
