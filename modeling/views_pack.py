@@ -87,7 +87,7 @@ def collection_embed(request, pk):
 def embedding_job_detail(request, pk):
     """The job's page; htmx polls its progress card (the card alone) until the job ends."""
     job = get_object_or_404(EmbeddingJob.objects.select_related("model", "collection", "created_by"), pk=pk)
-    context = {"job": job, "percent": jobs.percent(job),
+    context = {"job": job, "percent": jobs.percent(job), "stale": jobs.is_stale(job),
                "finished": job.status in (EmbeddingJob.Status.DONE, EmbeddingJob.Status.FAILED)}
     if request.htmx and not request.htmx.boosted:
         return render(request, "modeling/embedding_progress.html", context)

@@ -60,6 +60,12 @@ def percent(job) -> int:
     return int(100 * job.done / job.total) if job.total else 0
 
 
+def is_stale(job) -> bool:
+    """A running job whose worker stopped beating (killed, or the machine went away)."""
+    return job.status == job.Status.RUNNING and (job.heartbeat_at is None
+                                                 or job.heartbeat_at < timezone.now() - STALE_AFTER)
+
+
 def _claim(job_id: int) -> bool:
     from ..models import EmbeddingJob
 
