@@ -13,6 +13,7 @@ router.register("runs", api_pipeline.FilterRunViewSet, basename="api-run")
 router.register("decisions", api_pipeline.DecisionViewSet, basename="api-decision")
 
 urlpatterns = [
+    path("", include("curation.api_search")),
     path("", include(router.urls)),
     path("auth/token/", api.ObtainTokenView.as_view(), name="api-token"),
     path("", include("curation.releases.api_urls")),

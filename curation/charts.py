@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 KEEP, DROP, NA = "keep", "drop", "na"
 UNITS = {"image": ("image", "images"), "caption": ("caption", "captions")}
-COLOURS = {"kept": "#2f9e66", "na": "#a8b0bd", "dropped": "#d9534f", "track": "#eef0f4"}
+COLOURS = {"kept": "#2f9e66", "na": "#a8b0bd", "dropped": "#d9534f", "track": "#eef0f4", "cutoff": "#c2410c"}
 
 
 def percent(part: int, whole: int) -> float:
@@ -249,9 +249,11 @@ def what_if(decisions, current: dict[str, float], proposed: dict[str, float]) ->
     return {"to_drop": counts["to_drop"] or 0, "to_keep": counts["to_keep"] or 0}
 
 
-def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None) -> SafeString:
+def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None,
+                  cutoffs: dict[str, float] | None = None) -> SafeString:
     """Stacked bars (kept, dropped, other) per bin, current thresholds as solid lines and proposed
-    ones, where they differ, as dashed lines."""
+    ones, where they differ, as dashed lines; ``cutoffs`` ({label: score}, other cut-offs a step
+    computed, such as alignment's top-k% and calibrated ones) as dotted lines of their own colour."""
     width, height = 680, 262
     left, right, top, bottom = 48, 16, 46, 40
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -307,22 +309,26 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
         if new is not None and new != value:
             out.extend(_threshold_line(name, new, sx, top, axis_y, label_slots, dashed=True,
                                        off=not histogram.lo <= new <= histogram.hi))
+    for name, value in sorted((cutoffs or {}).items()):
+        out.extend(_threshold_line(name, value, sx, top, axis_y, label_slots, dashed=False, cutoff=True,
+                                   off=not histogram.lo <= value <= histogram.hi))
     out.append("</svg>")
     return mark_safe("".join(out))
 
 
-def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: bool) -> list[str]:
+def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: bool, cutoff: bool = False) -> list[str]:
     x = sx(value)
-    colour = "#3b5bdb" if dashed else "#1c2330"
-    dash = ' stroke-dasharray="5 4"' if dashed else ""
+    colour = COLOURS["cutoff"] if cutoff else "#3b5bdb" if dashed else "#1c2330"
+    dash = ' stroke-dasharray="2 3"' if cutoff else ' stroke-dasharray="5 4"' if dashed else ""
     label = f"{'new ' if dashed else ''}{name} = {fmt_number(value)}{' (off the chart)' if off else ''}"
     # Labels of lines close together go on separate rows of text (three rows above the plot).
     level = next((row for row in range(3) if all(abs(sx_ - x) >= 150 or r != row for sx_, r in slots)), len(slots) % 3)
     slots.append((x, level))
     anchor = "end" if x > 480 else "start"
     nudge = -4 if anchor == "end" else 4
+    kind = "cutoff" if cutoff else "threshold proposed" if dashed else "threshold"
     return [
-        f'<line class="threshold{" proposed" if dashed else ""}" data-name="{escape(name)}" data-value="{value}" '
+        f'<line class="{kind}" data-name="{escape(name)}" data-value="{value}" '
         f'x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-width="2"{dash}/>',
         _text(x + nudge, top - 34 + 12 * level, label, anchor=anchor, size=11, fill=colour, weight="600"),
     ]

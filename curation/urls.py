@@ -15,5 +15,6 @@ urlpatterns = [
     path("media/images/<int:pk>/file", views_media.image_file, name="image-file"),
     path("media/images/<int:pk>/thumb", views_media.image_thumbnail, name="image-thumbnail"),
     path("", include("curation.urls_pipeline")),
+    path("", include("curation.urls_search")),
     path("", include("curation.releases.urls")),
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 PRESETS: dict[str, dict] = {
     "conceptual-captions": {
         "description": "Conceptual Captions (seed 002, Section 3): image filters, text filters, "
-                       "image&text label overlap, hypernymization and the rare-entity-type filter.",
+                       "image&text label overlap, hypernymization and the rare-entity-type filter. The unsafe-content "
+                       "check and the image labels use the registered CLIP model; without one they are not run.",
         "steps": [
             {"filter": "image_format"},
             {"filter": "image_size"},
@@ -26,6 +27,7 @@ PRESETS: dict[str, dict] = {
             {"filter": "unknown_tokens"},
             {"filter": "polarity"},
             {"filter": "profanity"},
+            {"filter": "image_labels"},  # zero-shot labels from the registered CLIP model, for label_overlap
             {"filter": "label_overlap"},
             {"filter": "hypernymize"},
             {"filter": "rare_entity_types"},

@@ -7,7 +7,7 @@ from .base import Filter
 
 FILTERS: dict[str, type[Filter]] = {}
 MODULES = ("image_filters", "text_filters", "overlap", "hypernym", "informativeness", "seeds", "topics",
-           "fluency_filter")
+           "fluency_filter", "unsafe", "zero_shot", "alignment", "semantic_dups")
 
 
 def register(cls: type[Filter]) -> type[Filter]:

@@ -160,9 +160,11 @@ class UnsafeContent(Filter):
 
         model = model_steps.find(self.params["model"], "clip")
         if model is None:
-            decision = model_steps.no_model(self.params["model"], "clip")
-            decision.details["checker"] = "zero_shot"
-            return [decision] * len(items)
+            out = [model_steps.no_model(self.params["model"], "clip") for _ in items]
+            for decision in out:
+                decision.details.update(checker="zero_shot", help=decision.details["help"] + ", or name a "
+                                        "classifier in settings.CURATION_UNSAFE_CHECKER")
+            return out
         prompts = self.unsafe + self.safe
         try:
             encoder = pack.load(model)

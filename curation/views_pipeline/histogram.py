@@ -23,6 +23,24 @@ def _score_thresholds(filter_name: str) -> tuple[str, ...]:
         return ()
 
 
+def _cutoffs(run: FilterRun, step: int, snapshot: dict, current: dict[str, float]) -> dict[str, float]:
+    """{label: score} of the cut-offs an alignment step computed besides its threshold (the run's top-k% and
+    the one calibrated on judged captions), as its decisions recorded them; the threshold itself when the
+    chart does not draw it already. Other steps have none."""
+    if snapshot.get("filter") != "alignment":
+        return {}
+    recorded = (_step_decisions(run, step).filter(details__cutoffs__isnull=False).order_by("pk")
+                .values_list("details__cutoffs", flat=True).first())
+    if not isinstance(recorded, dict):
+        return {}
+    params = snapshot.get("params") or {}
+    labels = {"top_percent": f"top {_number_text(params.get('top_percent', 0))}%", "calibrated": "calibrated"}
+    if "min_score" not in current:
+        labels["threshold"] = "threshold"
+    return {label: float(recorded[key]) for key, label in labels.items()
+            if isinstance(recorded.get(key), (int, float)) and not isinstance(recorded.get(key), bool)}
+
+
 def _histogram_context(run: FilterRun, step: int, query) -> dict:
     """The step's score histogram with its thresholds, and what other thresholds would change."""
     snapshot = _step_or_404(run, step)
@@ -39,8 +57,10 @@ def _histogram_context(run: FilterRun, step: int, query) -> dict:
     decisions = _step_decisions(run, step)
     histogram = charts.score_histogram(decisions, current, bins=HISTOGRAM_BINS)
     changed = proposed != current
+    cutoffs = _cutoffs(run, step, snapshot, current)
     return {
-        "run": run, "step": step, "histogram": histogram, "histogram_svg": charts.histogram_svg(histogram, proposed),
+        "run": run, "step": step, "histogram": histogram, "cutoffs": sorted(cutoffs.items()),
+        "histogram_svg": charts.histogram_svg(histogram, proposed, cutoffs=cutoffs),
         "thresholds": [(name, _number_text(value), query.get(f"th_{name}") if name in errors else _number_text(proposed[name]),
                         errors.get(name, "")) for name, value in sorted(current.items())],
         "what_if": charts.what_if(decisions, current, proposed) if changed else None,

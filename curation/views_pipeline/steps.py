@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 from captionlab import roles
 from captionlab.roles import role_required
 
+from ..clusters import is_cluster_step
 from ..models import FilterRun
 from ..views import _render
 from .editor import _filter_class
@@ -28,6 +29,7 @@ def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) 
                for reason, count in _reason_chips(run, step, filters)]
     return {
         "run": run, "step": step, "snapshot": snapshot, "filter_class": _filter_class(snapshot["filter"]),
+        "has_clusters": is_cluster_step(snapshot),
         "params": _param_items(snapshot.get("params")),
         "filters": filters, "tabs": _tabs(run, step, filters),
         "reasons": reasons, "all_reasons_query": filters.query(reason=None, page=None),

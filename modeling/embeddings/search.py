@@ -122,7 +122,7 @@ def _caption_hits(scored: list[tuple[int, float]], why: str) -> list[Hit]:
     from curation.models import Caption
 
     found = Caption.objects.select_related("image").only(
-        "pk", "text", "image__pk", "image__status", "image__thumbnail", "image__file").in_bulk([i for i, _ in scored])
+        "pk", "text", "image__id", "image__status", "image__thumbnail", "image__file").in_bulk([i for i, _ in scored])
     rows = []
     for caption_id, score in scored:
         caption = found.get(caption_id)
@@ -215,7 +215,8 @@ def search_captions(collection, query: str, k: int = 50, model=None) -> Results:
     rows = _caption_hits(fused, "")
     for row in rows:
         row.text_rank, row.meaning = text_rank.get(row.id), meaning.get(row.id)
-        row.why = [w for w, on in (("text match", row.text_rank is not None), ("meaning", row.meaning is not None)) if on]
+        row.why = [why for why, found in (("text match", row.text_rank is not None),
+                                          ("meaning", row.meaning is not None)) if found]
     return Results(rows, query=query, model=used.key if used and meaning_hits else "", notes=notes)
 
 

@@ -291,8 +291,9 @@ def test_the_default_checker_says_it_did_not_run_instead_of_keeping_silently(pho
     assert isinstance(NoOpChecker(), UnsafeContentChecker)
     decisions = UnsafeContent().apply([item_of(im) for im in photos[:3]])
     for decision in decisions:
-        assert (decision.outcome, decision.reason, decision.details["checker"]) == (NA, "check_not_run", "noop")
-        assert "CURATION_UNSAFE_CHECKER" in decision.details["note"]
+        # No checker configured and no CLIP model registered (issue 21: the zero-shot check needs one).
+        assert (decision.outcome, decision.reason, decision.details["checker"]) == (NA, "no_model_registered", "zero_shot")
+        assert "CURATION_UNSAFE_CHECKER" in decision.details["help"]
 
 
 def test_a_checker_named_in_settings_decides_and_a_score_threshold_can_overrule_it(settings, photos):
@@ -353,7 +354,7 @@ def test_the_paper_image_steps_run_through_the_executor_and_each_bad_image_stops
     near = FilterDecision.objects.get(run=run, image=copy, filter_name="near_duplicate")
     assert near.details["of"] == originals[0].pk
     unsafe = FilterDecision.objects.filter(run=run, filter_name="unsafe_content")
-    assert {d.reason for d in unsafe} == {"check_not_run"} and unsafe.count() == 5
+    assert {d.reason for d in unsafe} == {"no_model_registered"} and unsafe.count() == 5
     funnel = {row["filter"]: row for row in run.funnel}
     assert funnel["near_duplicate"]["entered"] == 5 and funnel["near_duplicate"]["dropped"] == 1
 

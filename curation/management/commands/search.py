@@ -1,0 +1,55 @@
+"""Search a collection by meaning from the command line, as the search page and the API do.
+
+    manage.py search COLLECTION_ID "a dog on a beach"            # captions by words and meaning
+    manage.py search COLLECTION_ID "a dog on a beach" --images   # images for the text (CLIP text tower)
+    manage.py search COLLECTION_ID --like-caption 123            # captions like caption 123
+    manage.py search COLLECTION_ID --like-image 45 --k 10        # images like image 45
+"""
+from django.core.management.base import BaseCommand, CommandError
+
+from curation.models import Caption, Collection, Image
+from modeling.embeddings import search
+from modeling.pack import PackError
+
+
+class Command(BaseCommand):
+    help = "Search a collection's captions or images by meaning (needs its embeddings: manage.py embed)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("collection", type=int)
+        parser.add_argument("query", nargs="?", default="")
+        parser.add_argument("--images", action="store_true", help="find images for the text instead of captions")
+        parser.add_argument("--k", type=int, default=20, help="how many results (1-200)")
+        parser.add_argument("--model", default="", help="a registered model's name (default: the kind's default)")
+        parser.add_argument("--like-caption", type=int, metavar="ID", help="captions like this caption")
+        parser.add_argument("--like-image", type=int, metavar="ID", help="images like this image")
+
+    def handle(self, *args, **opts):
+        collection = Collection.objects.filter(pk=opts["collection"]).first()
+        if collection is None:
+            raise CommandError(f"No collection #{opts['collection']}.")
+        model = opts["model"] or None
+        try:
+            if opts["like_caption"]:
+                caption = Caption.objects.filter(pk=opts["like_caption"], image__collection=collection).first()
+                if caption is None:
+                    raise CommandError(f"Collection #{collection.pk} has no caption #{opts['like_caption']}.")
+                found = search.captions_like(caption, opts["k"], model=model)
+            elif opts["like_image"]:
+                image = Image.objects.filter(pk=opts["like_image"], collection=collection).first()
+                if image is None:
+                    raise CommandError(f"Collection #{collection.pk} has no image #{opts['like_image']}.")
+                found = search.images_like(image, opts["k"], model=model)
+            else:
+                found = search.collection_search(collection, opts["query"], mode="images" if opts["images"] else
+                                                 "captions", k=opts["k"], model=model)
+        except PackError as exc:
+            raise CommandError(exc.message) from None
+        for note in found.notes:
+            self.stderr.write(note)
+        for rank, hit in enumerate(found.rows, 1):
+            why = ", ".join(hit.why)
+            label = f"caption {hit.id} (image {hit.image_id})" if hit.kind == "caption" else f"image {hit.id}"
+            self.stdout.write(f"{rank:>3}. {hit.score:.4f}  {label}  [{why}]  {hit.text[:120]}")
+        if not found.rows:
+            self.stdout.write("Nothing found.")
