@@ -56,6 +56,12 @@ class ImageLabeller:
         raise NotImplementedError
 
 
+def predicted(metadata: dict) -> list:
+    """Labels an earlier run's ``image_labels`` step stored on the image (used when none were imported)."""
+    found = metadata.get("predicted_labels") if isinstance(metadata, dict) else None
+    return list(found.get("labels") or []) if isinstance(found, dict) else []
+
+
 class MetadataLabeller(ImageLabeller):
     """The default: labels imported with the images (the metadata key "labels"), as the executor passed them
     on the items. It never calls a model, so images imported without labels stay unlabelled."""
@@ -67,7 +73,7 @@ class MetadataLabeller(ImageLabeller):
         for item in items:
             metadata = item.metadata if isinstance(item.metadata, dict) else {}
             # The metadata keeps the labels' scores; item.labels (names only) serves items built without it.
-            raw = metadata["labels"] if "labels" in metadata else list(item.labels or [])
+            raw = metadata["labels"] if "labels" in metadata else list(item.labels or []) or predicted(metadata)
             self._labels[item.image_id] = normalise_labels(raw, min_score)
 
     def labels(self, image_ids: list[int]) -> dict[int, list[str]]:
@@ -127,7 +133,7 @@ class LabelOverlap(Filter):
         """Only captions of labelled images are compared: without a labeller, an image imported without
         labels gets "not applicable" and its captions need no parse."""
         metadata = item.metadata if isinstance(item.metadata, dict) else {}
-        return bool(metadata.get("labels") or item.labels) or configured_labeller() is not None
+        return bool(metadata.get("labels") or item.labels or predicted(metadata)) or configured_labeller() is not None
 
     def apply(self, items: list[Item]) -> list[Decision]:
         labels = MetadataLabeller(items, self.params["min_label_score"]).labels([it.image_id for it in items])

@@ -71,6 +71,16 @@ def test_an_image_without_labels_is_not_applicable_not_kept_or_dropped():
     assert [(d.outcome, d.reason) for d in decisions] == [(NA, "no_labels")] * 3
 
 
+def test_labels_an_earlier_image_labels_step_stored_are_used_when_none_were_imported():
+    items = labelled_items([("Two dogs play in the snow", None), ("A vendor sells churros", None)])
+    for item in items:
+        item.metadata = {"predicted_labels": {"model": "clip@abc", "labels": [{"label": "dog", "score": 0.4},
+                                                                             {"label": "snow", "score": 0.2}]}}
+    dogs, churros = registry.get("label_overlap")({}).apply(items)
+    assert (dogs.outcome, set(dogs.details["matched"])) == (KEEP, {"dog", "snow"})
+    assert (churros.outcome, churros.reason) == (DROP, "no_overlap")
+
+
 def test_labels_match_through_lemmas_and_plural_labels():
     [dogs, ran, geese] = apply([("Two dogs play in the snow", ["Dog", "Snow"]),
                                 ("A horse ran across the field at dawn", ["Run", "Grassland"]),

@@ -109,3 +109,23 @@ def test_museum_seeds_extracts_subject_relation_object_seeds():
     assert run.status == FilterRun.Status.DONE, run.error
     seeds = {(s.subject, s.relation, s.object) for s in CaptionSeed.objects.filter(run=run)}
     assert any(s[0] == "person" and s[2] in ("dragon", "horse") for s in seeds), seeds
+
+
+def test_a_conceptual_captions_pipeline_made_before_the_model_pack_gets_image_labels_before_label_overlap(db):
+    import importlib
+
+    from django.apps import apps
+
+    from curation.models import Pipeline
+
+    old = Pipeline.objects.create(name="cc (2025)", preset="conceptual-captions",
+                                  steps=[{"filter": "caption_length"}, {"filter": "label_overlap"}])
+    edited = Pipeline.objects.create(name="cc without overlap", preset="conceptual-captions",
+                                     steps=[{"filter": "caption_length"}])
+    migration = importlib.import_module("curation.migrations.0009_cc_preset_image_labels")
+    migration.add_image_labels(apps, None)
+    migration.add_image_labels(apps, None)  # once only
+    old.refresh_from_db()
+    edited.refresh_from_db()
+    assert [s["filter"] for s in old.steps] == ["caption_length", "image_labels", "label_overlap"]
+    assert [s["filter"] for s in edited.steps] == ["caption_length"]
