@@ -80,3 +80,24 @@ def step_notes(run) -> dict[int, str]:
         elif step["filter"] == "label_overlap" and labeller_not_run:
             notes[position] = "no labels: image_labels was not run (no model registered)"
     return notes
+
+
+def models_used(run) -> dict[str, list[int]]:
+    """{model key: [1-based step numbers]} of the run's steps that decided with a model-pack model (what a
+    release card names beside the library versions)."""
+    from ..models import FilterDecision
+    from . import registry
+
+    used: dict[str, list[int]] = {}
+    for position, step in enumerate(run.snapshot or []):
+        try:
+            cls = registry.get(step["filter"])
+        except KeyError:
+            continue
+        if not getattr(cls, "model_kind", None):
+            continue
+        key = (FilterDecision.objects.filter(run=run, step=position, details__has_key="model")
+               .values_list("details__model", flat=True).first())
+        if isinstance(key, str) and key:
+            used.setdefault(key, []).append(position + 1)
+    return used

@@ -189,6 +189,20 @@ def config_summary(config: dict) -> list[str]:
     return out
 
 
+def _pretrained_lines(run) -> list[str]:
+    """The model-pack models the run's steps decided with, each with its licence (a release inherits their terms)."""
+    from curation.pipeline.model_steps import models_used
+    from modeling.models import PretrainedModel
+
+    used = models_used(run)
+    if not used:
+        return []
+    licences = {m.key: m.licence for m in PretrainedModel.objects.filter(name__in=[k.split("@")[0] for k in used])}
+    return ["", "Pretrained models (model pack): " + "; ".join(
+        f"`{key}` (steps {', '.join(map(str, steps))}; licence {md(licences.get(key, 'unknown: no longer registered'))})"
+        for key, steps in sorted(used.items()))]
+
+
 def provenance_summary(config: dict) -> list[str]:
     from curation.models import FilterRun
 
@@ -203,6 +217,7 @@ def provenance_summary(config: dict) -> list[str]:
         if run.versions:
             out += ["", "Library and model versions: " + ", ".join(f"{md(k)} {md(v)}" for k, v in
                                                                    sorted(run.versions.items()))]
+        out += _pretrained_lines(run)
     else:
         out.append("No filter run: the captions are taken as they are in the collections.")
     campaigns = sorted({r["campaign"] for r in (config.get("vote_rules") or []) + (config.get("verified_by") or [])})
