@@ -204,6 +204,13 @@ def range_search(index, queries, min_similarity: float, params: dict | None = No
     return out
 
 
+def write(index, path: str) -> None:
+    """The index into a file (what storage keeps), without an in-memory copy of its bytes."""
+    import faiss
+
+    faiss.write_index(index, path)
+
+
 def to_bytes(index) -> bytes:
     import faiss
 

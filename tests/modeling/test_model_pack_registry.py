@@ -115,3 +115,19 @@ def test_no_model_registered_is_a_clear_error_that_says_how_to_register(db, mode
 
 def test_the_model_loads_once_per_process(tiny_clip):
     assert pack.load(tiny_clip) is pack.load(tiny_clip)
+
+
+def test_a_tiny_siglip_registers_and_embeds_photos_and_captions_through_the_same_code(db, models_dir, shared_photos):
+    from PIL import Image
+
+    from tests.modeling.tiny_clip import build_tiny_siglip
+
+    build_tiny_siglip(models_dir / "tiny-siglip")
+    model = pack.model_add_pretrained(directory="tiny-siglip", name="tiny-siglip", licence="Apache-2.0")
+    assert (model.kind, model.architecture, model.embedding_dim) == ("clip", "SiglipModel", 32)
+    encoder = pack.load(model)
+    photos = [Image.open(p) for p in sorted(shared_photos.glob("*.jpg"))[:3]]
+    images, texts = encoder.encode_images(photos), encoder.encode_texts(["a dog on a beach", "a red car"])
+    assert images.shape == (3, 32) and texts.shape == (2, 32)
+    assert abs(float((images ** 2).sum(axis=1).mean()) - 1) < 1e-4
+    assert encoder.pad_to_max  # SigLIP was trained on text padded to its full length

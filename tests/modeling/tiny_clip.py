@@ -50,3 +50,25 @@ def build_tiny_clip(path: Path, *, image_size: int = 32, projection_dim: int = 1
                        crop_size={"height": image_size, "width": image_size}).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def build_tiny_siglip(path: Path, *, image_size: int = 32, seed: int = 0) -> Path:
+    """A tiny SigLIP directory (sigmoid-loss image-text model; the pack loads it like CLIP)."""
+    import torch
+    from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer(path)
+    torch.manual_seed(seed)
+    special = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                   pad_token_id=tokenizer.pad_token_id)
+    config = SiglipConfig(
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=32, projection_size=32, **special),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=image_size, patch_size=8))
+    SiglipModel(config).eval().save_pretrained(path, safe_serialization=True)
+    SiglipImageProcessorPil(size={"height": image_size, "width": image_size}).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
