@@ -50,6 +50,8 @@ class TrainingRun(models.Model):
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    group = models.CharField(max_length=64, blank=True, db_index=True,
+                             help_text="runs of one config repeated with other seeds share a group (mean ± sd)")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -80,6 +82,8 @@ class ModelVersion(models.Model):
     config = models.JSONField(default=dict, help_text="what is needed to rebuild the model: sizes, vocabularies")
     metrics = models.JSONField(default=dict, blank=True)
     active = models.BooleanField(default=False)
+    usable = models.BooleanField(default=True, help_text="False: trained on too little to learn; never activated")
+    usable_note = models.CharField(max_length=300, blank=True)
     activated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
     activated_at = models.DateTimeField(null=True, blank=True)
@@ -245,6 +249,7 @@ class PretrainedModel(models.Model):
     class Kind(models.TextChoices):
         CLIP = "clip", "Image-text (CLIP family)"
         TEXT = "text", "Sentence encoder"
+        VISION = "vision", "Image encoder (ViT, ResNet, ConvNeXt...)"
 
     name = models.SlugField(max_length=80, unique=True)
     kind = models.CharField(max_length=8, choices=Kind.choices)
@@ -345,3 +350,38 @@ class VectorIndex(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["collection", "model", "target"], name="vector_index_unique")]
+
+
+class FeatureCache(models.Model):
+    """Image features of a frozen release by one pretrained image encoder and one preprocessing, computed once
+    (a batched task on the ``gpu`` queue) and stored as safetensors shards; every captioner run on that release
+    with that encoder reads them. ``preprocessing`` is the sha256 of everything that changes the features (the
+    processor's config, the image size, the feature layout): a different one is a different cache."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Computing"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    release = models.ForeignKey("curation.Release", on_delete=models.CASCADE, related_name="feature_caches")
+    model = models.ForeignKey(PretrainedModel, on_delete=models.CASCADE, related_name="feature_caches")
+    preprocessing = models.CharField(max_length=64)
+    settings = models.JSONField(default=dict, blank=True, help_text="what the preprocessing hash covers")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    shards = models.JSONField(default=list, blank=True, help_text="storage names of the safetensors shards")
+    images = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    missing = models.JSONField(default=list, blank=True, help_text="image files that could not be read")
+    pooled_dim = models.PositiveIntegerField(default=0)
+    grid_shape = models.JSONField(default=list, blank=True, help_text="[regions, dim] of the grid features")
+    device = models.CharField(max_length=40, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["release", "model", "preprocessing"],
+                                               name="feature_cache_unique")]
