@@ -3,6 +3,7 @@ plain PyTorch loop on the same model and the same synthetic batches (no database
 
     .venv/bin/python benchmarks/train.py                 # CPU (and CUDA when present)
     .venv/bin/python benchmarks/train.py --device cuda   # CUDA only, mixed precision on
+    .venv/bin/python benchmarks/train.py --realistic     # 224 px, ViT-B/16-sized, cached features (captioner_scale.py)
 
 Prints samples/s for both loops and their ratio; on CUDA also the device name and the peak GPU memory
 (torch.cuda.max_memory_allocated) with mixed precision.
@@ -149,4 +150,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--realistic"]:  # 224 px, a ViT-B/16-sized encoder, cached features (captioner_scale.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import captioner_scale
+
+        captioner_scale.main()
+    else:
+        main()

@@ -2,9 +2,24 @@
 import os
 
 from celery import Celery
+from celery.signals import celeryd_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 
 app = Celery("captionlab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def _threads(name):
+    """A handler of modeling.threads, imported when the signal fires (Django is set up by then)."""
+    def handler(**kwargs):
+        from modeling import threads
+
+        getattr(threads, name)(**kwargs)
+    return handler
+
+
+# Each worker process gets its share of the cores for torch (modeling/threads.py, TORCH_THREADS).
+celeryd_init.connect(_threads("remember_concurrency"), weak=False)
+worker_process_init.connect(_threads("apply_in_worker_process"), weak=False)

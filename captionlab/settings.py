@@ -231,6 +231,9 @@ CAPTIONLAB_MODELS_DIR = Path(env.str("CAPTIONLAB_MODELS_DIR", default=str(VAR_DI
 CLIP_MODEL = env.str("CLIP_MODEL", default="")
 # Images per forward pass when embedding (the gpu queue); AMP (fp16/bf16) is used on CUDA only.
 EMBED_BATCH_SIZE = env.int("EMBED_BATCH_SIZE", default=64)
+# Torch's intra-op threads per worker process (modeling/threads.py); 0: the worker's share of the cores
+# (usable cores // worker concurrency). A run's torch_threads config value overrides it.
+TORCH_THREADS = env.int("TORCH_THREADS", default=0)
 # The attribute ruler's rules matched by lookup tables (curation/pipeline/ruler.py): the same annotations
 # as spaCy's Matcher, in about a twentieth of the time; false keeps spaCy's Matcher.
 SPACY_COMPILED_RULER = env.bool("SPACY_COMPILED_RULER", default=True)

@@ -2,7 +2,7 @@
 (list, retrieve, activate) and generation jobs (create, list, retrieve their progress). Curator role
 everywhere; query filters are whitelisted (unknown -> 400)."""
 from django.urls import include, path
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -12,14 +12,14 @@ from rest_framework.routers import DefaultRouter
 from captionlab.roles import IsCurator
 from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
 
-from . import engine, generation_job, registry
+from . import engine, generation_job, groups, registry
 from .models import GenerationJob, ModelVersion, TrainingRun
 from .serializers import (ActivateSerializer, ModelVersionSerializer, TrainingRunCreateSerializer,
-                          TrainingRunSerializer)
+                          TrainingRunGroupSerializer, TrainingRunSerializer)
 from .trainers.base import TrainingError
 
 RUN_FILTERS = {"kind": ("kind", _str), "status": ("status", _str), "release": ("release_id", _int),
-               "campaign": ("campaign_id", _int)}
+               "campaign": ("campaign_id", _int), "group": ("group", _str)}
 
 
 def _bool(value):
@@ -44,7 +44,10 @@ class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets
     def get_serializer_class(self):
         return TrainingRunCreateSerializer if self.action == "create" else TrainingRunSerializer
 
-    @extend_schema(request=TrainingRunCreateSerializer, responses=TrainingRunSerializer)
+    @extend_schema(request=TrainingRunCreateSerializer,
+                   responses={201: PolymorphicProxySerializer(
+                       component_name="TrainingRunCreated", resource_type_field_name=None,
+                       serializers=[TrainingRunSerializer, TrainingRunGroupSerializer])})
     def create(self, request, *args, **kwargs):
         from annotation.models import Campaign
         from curation.models import Release
@@ -64,12 +67,16 @@ class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets
             if campaign is None:
                 raise ValidationError({"campaign": f"no campaign {data['campaign']}"})
         try:
-            run = engine.create_run(data["trainer"], data.get("config") or {}, release=release, campaign=campaign,
-                                    user=request.user, name=data.get("name") or "")
+            runs = groups.create_repeats(data["trainer"], data.get("config") or {}, data["repeats"], release=release,
+                                         campaign=campaign, user=request.user, name=data.get("name") or "")
         except TrainingError as exc:
             raise ValidationError({"detail": str(exc), "code": exc.code}) from None
-        engine.enqueue(run)
-        return Response(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        for run in runs:
+            engine.enqueue(run)
+        if len(runs) == 1:
+            return Response(TrainingRunSerializer(runs[0]).data, status=status.HTTP_201_CREATED)
+        return Response({"group": runs[0].group, "runs": TrainingRunSerializer(runs, many=True).data},
+                        status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=TrainingRunSerializer)
     @action(detail=True, methods=["post"])

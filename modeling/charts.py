@@ -83,6 +83,31 @@ def loss_curve_svg(history: list[dict], width: int = 640, height: int = 220) -> 
     return mark_safe("".join(parts))
 
 
+def lr_curve_svg(history: list[dict], width: int = 640, height: int = 110) -> str:
+    """The learning rate over the epochs (the schedule's warm-up and decay), from the history's "lr";
+    "" when the lr never changed (a constant schedule says nothing a chart would add)."""
+    points = [h for h in history or [] if _number(h.get("lr")) and _number(h.get("epoch"))]
+    values = [h["lr"] for h in points]
+    if len(points) < 2 or max(values) == min(values):
+        return ""
+    left, right, top, bottom = 52, 12, 10, 24
+    x_max = max([float(h["epoch"]) for h in points] + [1.0])
+    y_max = max(values)
+    sx = lambda e: left + (width - left - right) * float(e) / x_max  # noqa: E731
+    sy = lambda v: top + (height - top - bottom) * (1 - v / y_max)  # noqa: E731
+    path = " ".join(f"{sx(h['epoch']):.1f},{sy(h['lr']):.1f}" for h in sorted(points, key=lambda h: h["step"]))
+    parts = [_svg_open("lr-curve", width, height, "Learning rate"),
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="{AXIS}"/>',
+             f'<text x="{left - 6}" y="{top + 8}" text-anchor="end" font-size="11">{escape(fmt(y_max))}</text>',
+             f'<text x="{left - 6}" y="{height - bottom}" text-anchor="end" font-size="11">0</text>',
+             f'<text x="{width - right}" y="{height - 6}" text-anchor="end" font-size="11">epoch {escape(fmt(x_max))}'
+             f'</text>',
+             f'<polyline fill="none" stroke="{PALETTE[3]}" stroke-width="2" points="{path}"><title>learning rate'
+             f'</title></polyline>',
+             f'<text x="{left + 6}" y="{top + 8}" font-size="11" fill="{PALETTE[3]}">— learning rate</text></svg>']
+    return mark_safe("".join(parts))
+
+
 def _epoch_markers(ends: list[dict], sx, y_top: float, y_bottom: float, x_mid: float) -> list[str]:
     """Dashed verticals with a label: the best epoch, and the epoch after which training stopped early.
     Labels sit above the x axis (the legend is at the top), on the inner side of their line."""

@@ -142,3 +142,19 @@ def does_not_beat_majority(metrics: dict | None) -> bool:
 
 __all__ = ["binary_report", "majority_baseline", "majority_label", "summarise", "verdict", "does_not_beat_majority",
            "reliability", "confusion", "MAJORITY_MARGIN"]
+
+
+def unusable_note(kind: str, metrics: dict) -> str:
+    """Why a freshly trained version cannot be used ("" when it can): a captioner that says the same thing, or only
+    unknown words, for every evaluated image learned nothing worth generating with (issue 22 saw one trained on
+    11 captions answer "<unk>" to everything)."""
+    if kind != "captioner":
+        return ""
+    diversity = (metrics or {}).get("diversity") or {}
+    images = int((metrics or {}).get("eval_images") or 0)
+    distinct = round(float(diversity.get("unique_captions") or 0.0) * images)  # a share of the captions
+    if images >= 5 and distinct <= 1:
+        return f"the same caption for all {images} evaluated images"
+    if images and int(diversity.get("vocabulary") or 0) <= 2:
+        return f"a vocabulary of {int(diversity.get('vocabulary') or 0)} word(s) over {images} evaluated images"
+    return ""

@@ -127,7 +127,10 @@ def _beam(version, rows, beam_size, reranker, progress):
     size = int(info["image_size"])
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start:start + CHUNK]
-        images = torch.stack([load_image(r["image_file"], size) for r in chunk])
+        names = [r["image_file"] for r in chunk]
+        # A captioner on a pretrained encoder reads images through that encoder's processor (trainer.images_for).
+        images = trainer.images_for(names, info) if hasattr(trainer, "images_for") else \
+            torch.stack([load_image(name, size) for name in names])
         outputs = trainer.generate(model, images, info, torch.device(device), beam)
         for row, (text, candidates) in zip(chunk, outputs):
             if reranker is not None:

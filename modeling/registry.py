@@ -105,9 +105,11 @@ def register_version(run, artifact: str, sha: str, trainer_name: str, config: di
         number = (ModelVersion.objects.filter(kind=run.kind).aggregate(m=Max("version"))["m"] or 0) + 1
         try:
             with transaction.atomic():
+                note = evaluation.unusable_note(run.kind, metrics)
                 return ModelVersion.objects.create(
                     kind=run.kind, version=number, run=run, artifact=artifact, artifact_sha256=sha,
-                    config={"trainer": trainer_name, "config": config, "info": info}, metrics=metrics)
+                    config={"trainer": trainer_name, "config": config, "info": info}, metrics=metrics,
+                    usable=not note, usable_note=note[:300])
         except IntegrityError:
             continue
     raise TrainingError("Could not number the new model version (too many concurrent registrations).")
@@ -122,7 +124,8 @@ def activate(version: ModelVersion, user=None, force: bool = False) -> ModelVers
 
     A version whose stored verdict says it does not beat the majority class is refused (TrainingError,
     code "does_not_beat_majority", naming both macro F1 figures) unless ``force``: a constant answer
-    must not end up filtering captions by accident."""
+    must not end up filtering captions by accident. So is a version marked not usable (code
+    "not_usable")."""
     if not force:
         check_activatable(version)
     with transaction.atomic():
@@ -134,8 +137,13 @@ def activate(version: ModelVersion, user=None, force: bool = False) -> ModelVers
 
 
 def check_activatable(version: ModelVersion) -> None:
-    """Raise TrainingError (code does_not_beat_majority) when the version's verdict says it does not
-    beat the majority class; versions without a verdict (captioners, older runs) pass."""
+    """Raise TrainingError (code not_usable) when the version is marked not usable (trained on too little
+    to learn), or (code does_not_beat_majority) when its verdict says it does not beat the majority class;
+    versions without a verdict (captioners, older runs) pass the second check."""
+    if not version.usable:
+        why = version.usable_note or "trained on too little to learn"
+        raise TrainingError(f"{version} is marked not usable ({why}). Activate it anyway only on purpose (force).",
+                            code="not_usable")
     if not evaluation.does_not_beat_majority(version.metrics):
         return
     verdict = version.metrics["verdict"]

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .groups import MAX_REPEATS
 from .models import ModelVersion, TrainingRun
 
 
@@ -25,7 +26,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelVersion
         fields = ["id", "kind", "version", "run", "artifact", "artifact_sha256", "config", "metrics", "active",
-                  "activated_by", "activated_at", "created_at", "beats_majority", "verdict"]
+                  "usable", "usable_note", "activated_by", "activated_at", "created_at", "beats_majority", "verdict"]
         read_only_fields = fields
 
     def get_beats_majority(self, version) -> bool | None:
@@ -49,7 +50,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         model = TrainingRun
         fields = ["id", "name", "kind", "config", "release", "campaign", "data_hash", "data_summary", "status",
                   "device", "epoch", "epochs", "step", "steps_per_epoch", "loss", "samples_per_second", "history",
-                  "metrics", "checkpoint", "artifact", "log", "error", "attempts", "created_by", "created_at",
+                  "metrics", "checkpoint", "artifact", "log", "error", "attempts", "group", "created_by", "created_at",
                   "started_at", "finished_at", "model_version"]
         read_only_fields = fields
 
@@ -64,3 +65,11 @@ class TrainingRunCreateSerializer(serializers.Serializer):
     config = serializers.DictField(required=False, default=dict)
     release = serializers.IntegerField(required=False, allow_null=True, default=None)
     campaign = serializers.IntegerField(required=False, allow_null=True, default=None)
+    repeats = serializers.IntegerField(required=False, default=1, min_value=1, max_value=MAX_REPEATS,
+                                       help_text="N runs with seeds seed, seed+1, ... in one group (mean ± sd); "
+                                                 "above 1 the response is {group, runs}")
+
+
+class TrainingRunGroupSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    runs = TrainingRunSerializer(many=True)

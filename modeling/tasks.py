@@ -24,8 +24,10 @@ def generate_for_evaluation(job_id: int) -> str:
     """A GenerationJob: captions by captioner versions, then (with an evaluation kind) the campaign.
     Re-delivered after a lost worker, it keeps the captions made and does what is missing."""
     from . import generation_job
+    from .threads import default_threads, torch_threads
 
-    return generation_job.job_run(job_id).status
+    with torch_threads(default_threads()):
+        return generation_job.job_run(job_id).status
 
 
 @shared_task(name="modeling.loop_round", acks_late=True, reject_on_worker_lost=True,
@@ -54,8 +56,24 @@ def embed_collection(self, job_id: int) -> str:
     after a lost worker, it skips what is stored; while the lost worker's heartbeat is still fresh it waits for
     the heartbeat to go stale and tries again."""
     from .embeddings import jobs
+    from .threads import default_threads, torch_threads
 
-    job = jobs.job_run(job_id)
+    with torch_threads(default_threads()):  # the worker's share of the cores (TORCH_THREADS)
+        job = jobs.job_run(job_id)
     if job.status == job.Status.RUNNING:  # held by a worker whose heartbeat is fresh (or was, a moment ago)
         raise self.retry(countdown=jobs.STALE_AFTER.total_seconds() + 1)
     return job.status
+
+
+@shared_task(name="modeling.cache_features", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=20,
+             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
+             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+def cache_features(self, cache_id: int) -> str:
+    """A FeatureCache (modeling.captioning.features): a frozen encoder's features of a release's images. Re-delivered
+    after a lost worker, it keeps the shards written; while that worker's heartbeat is fresh it waits and retries."""
+    from .captioning import features
+
+    cache = features.cache_build(cache_id)
+    if cache.status == cache.Status.RUNNING:
+        raise self.retry(countdown=features.STALE_AFTER.total_seconds() + 1)
+    return cache.status

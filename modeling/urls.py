@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_generation, views_loop, views_pack
+from . import views, views_generation, views_groups, views_loop, views_pack
 
 urlpatterns = [
     path("models/", views.version_list, name="model-list"),
@@ -9,6 +9,8 @@ urlpatterns = [
     path("models/runs/new/", views.run_create, name="training-run-create"),
     path("models/runs/<int:pk>/", views.run_detail, name="training-run-detail"),
     path("models/runs/<int:pk>/progress/", views.run_progress, name="training-run-progress"),
+    path("models/runs/<int:pk>/log/", views.run_log, name="training-run-log"),
+    path("models/groups/<str:group>/", views_groups.group_detail, name="training-group-detail"),
     path("models/runs/<int:pk>/cancel/", views.run_cancel, name="training-run-cancel"),
     path("models/runs/<int:pk>/retry/", views.run_retry, name="training-run-retry"),
     path("models/compare/", views.compare, name="training-compare"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -24,9 +23,10 @@ from django.views.decorators.http import require_POST
 
 from captionlab.roles import role_required
 
-from . import engine, evaluation, registry, views_generation
-from .charts import PALETTE, baseline_table, evaluation_context, loss_curve_svg
+from . import engine, evaluation, groups, registry, run_notes, views_generation, views_groups
+from .charts import PALETTE, baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
 from .charts import fmt as _fmt
+from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key  # noqa: F401
 from .models import Kind, ModelVersion, TrainingRun
 from .trainers import DEFAULT_TRAINERS, all_trainers
 from .trainers.base import TrainingError
@@ -36,8 +36,6 @@ MAX_COMPARED = 8
 DEVICES = (("auto", "Auto (GPU when the worker has one)"), ("cpu", "CPU"), ("cuda", "CUDA GPU"))
 STRATEGIES = (("", "— trainer default —"), ("all", "All captions"), ("fluency_only", "Fluency-only"),
               ("rejection_sampling", "Rejection sampling"), ("weighted_loss", "Weighted loss"))
-CAPTION_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
-CLASSIFIER_METRICS = ("precision", "recall", "f1", "accuracy")
 
 
 # --- Charts ----------------------------------------------------------------------------------------
@@ -76,25 +74,6 @@ def bars_svg(metric_names: list[str], series: list[tuple[str, list]], width: int
         x += 7 * (len(short) + 2) + 12  # ~7 px a character at 11 px
     parts.append("</svg>")
     return mark_safe("".join(parts))
-
-
-def natural_key(name: str) -> list:
-    """"diversity.position_10" after "diversity.position_9": digit runs compare as numbers."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def flatten_metrics(metrics: dict, prefix: str = "") -> dict:
-    """{"a": {"b": 1}} -> {"a.b": 1}; only numbers (and lists are left out; "extras" too)."""
-    flat = {}
-    for key, value in (metrics or {}).items():
-        if key == "extras" and not prefix:
-            continue
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_metrics(value, name + "."))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[name] = value
-    return flat
 
 
 # --- Runs ----------------------------------------------------------------------------------------------
@@ -196,26 +175,54 @@ def _parse_run_form(post):
     return (trainer.name if trainer else ""), config, release, campaign, name, errors
 
 
+def _parse_repeats(post, errors) -> int:
+    raw = (post.get("repeats") or "").strip()
+    try:
+        repeats = int(raw) if raw else 1
+        if not 1 <= repeats <= groups.MAX_REPEATS:
+            raise ValueError
+    except ValueError:
+        errors["repeats"] = f"A whole number from 1 to {groups.MAX_REPEATS}."
+        return 1
+    return repeats
+
+
 @role_required("curator")
 def run_create(request):
     if request.method != "POST":
         return render(request, "modeling/run_form.html", _form_context())
     trainer_name, config, release, campaign, name, errors = _parse_run_form(request.POST)
+    repeats = _parse_repeats(request.POST, errors)
     if not errors:
         try:
-            run = engine.create_run(trainer_name, config, release=release, campaign=campaign, user=request.user,
-                                    name=name)
+            runs = groups.create_repeats(trainer_name, config, repeats, release=release, campaign=campaign,
+                                         user=request.user, name=name)
         except TrainingError as exc:
             errors["form"] = str(exc)
         else:
-            engine.enqueue(run)
-            messages.success(request, f"{run} queued on the gpu queue.")
-            return redirect(run.get_absolute_url())
+            for run in runs:
+                engine.enqueue(run)
+            if len(runs) == 1:
+                messages.success(request, f"{runs[0]} queued on the gpu queue.")
+                return redirect(runs[0].get_absolute_url())
+            messages.success(request, f"{len(runs)} runs (seeds {runs[0].config['seed']}–{runs[-1].config['seed']}) "
+                                      f"queued on the gpu queue as group {runs[0].group}.")
+            return redirect("training-group-detail", group=runs[0].group)
     return render(request, "modeling/run_form.html", _form_context(request.POST, errors), status=400)
 
 
+LOG_TAIL_LINES = 300
+
+
+def log_tail(log: str, lines: int = LOG_TAIL_LINES) -> dict:
+    """The last ``lines`` lines of a run's log and how many came before them."""
+    all_lines = (log or "").splitlines()
+    return {"text": "\n".join(all_lines[-lines:]), "skipped": max(0, len(all_lines) - lines)}
+
+
 def _run_context(run):
-    return {"run": run, "curve": loss_curve_svg(run.history),
+    return {"run": run, "curve": loss_curve_svg(run.history), "lr_curve": lr_curve_svg(run.history),
+            "log_tail": log_tail(run.log),
             "percent": int(100 * run.epoch / run.epochs) if run.epochs else 0,
             "stopped_early": bool((run.metrics or {}).get("stopped_early"))}
 
@@ -223,10 +230,11 @@ def _run_context(run):
 CLASS_NAMES = {Kind.FLUENCY: {"1": "fluent", "0": "not fluent"}}
 # Shown in their own sections of the run page, so left out of its flat metrics table.
 SECTIONED = ("baselines.", "report.", "cv.", "verdict.")
+NOT_SHOWN = ("eval_cap", "eval_images")  # said in a sentence above the metrics instead
 
 
 def _flat_metrics(metrics: dict) -> list[tuple[str, float]]:
-    flat = flatten_metrics(metrics)
+    flat = {k: v for k, v in flatten_metrics(metrics).items() if not k.startswith(NOT_SHOWN)}
     if (metrics or {}).get("baselines") or (metrics or {}).get("report"):
         # A baseline's threshold is what its rule learned (the length cut); the others are all 0.5.
         flat = {k: v for k, v in flat.items() if not k.startswith(SECTIONED)
@@ -251,8 +259,20 @@ def run_detail(request, pk):
         "config": json.dumps(run.config, indent=2, ensure_ascii=False, default=str),
         "summary": json.dumps(run.data_summary, indent=2, ensure_ascii=False, default=str),
         "fluency_version": (run.data_summary or {}).get("fluency_version"),
+        "references": run_notes.reference_note(run), "eval_cap": run_notes.eval_cap_note(run.metrics),
     })
     return render(request, "modeling/run_detail.html", context)
+
+
+@role_required("curator")
+def run_log(request, pk):
+    """The log card alone, for its htmx polling while the run goes on (the full page otherwise)."""
+    run = get_object_or_404(TrainingRun, pk=pk)
+    if not request.htmx:
+        return redirect(run.get_absolute_url())
+    response = render(request, "modeling/_log.html", {"run": run, "log_tail": log_tail(run.log)})
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @role_required("curator")
@@ -348,8 +368,11 @@ def _selected_runs(values):
 def compare(request):
     chosen, error = _selected_runs(request.GET.getlist("runs"))
     if chosen is None:
-        return render(request, "modeling/compare.html", {"error": error, "candidates": _candidates()}, status=400)
-    flats = [flatten_metrics(r.metrics) for r in chosen]
+        return render(request, "modeling/compare.html", {"error": error, "candidates": _candidates(),
+                                                         **views_groups.compare_context(request.GET)}, status=400)
+    for run in chosen:
+        run_notes.annotate(run)
+    flats = [{k: v for k, v in flatten_metrics(r.metrics).items() if not k.startswith(NOT_SHOWN)} for r in chosen]
     keys = []
     for flat in flats:
         keys.extend(k for k in flat if k not in keys)
@@ -359,7 +382,7 @@ def compare(request):
     for key in keys:
         values = [f.get(key) for f in flats]
         numeric = [v for v in values if v is not None]
-        best = max(numeric) if numeric and "loss" not in key else (min(numeric) if numeric else None)
+        best = max(numeric) if numeric and not groups.lower_is_better(key) else (min(numeric) if numeric else None)
         differ = len(set(numeric)) > 1  # nothing is "best" when every run has the same value
         rows.append({"key": key, "cells": [{"value": v, "best": differ and v is not None and v == best}
                                            for v in values]})
@@ -374,7 +397,8 @@ def compare(request):
     return render(request, "modeling/compare.html", {
         "runs": chosen, "rows": rows, "chart": bars_svg(chart_keys, series) if chosen else "",
         "candidates": _candidates(), "selected": {r.pk for r in chosen}, "captioners": captioners,
-        **views_generation.compare_context(),
+        "any_references": any(r.references for r in chosen), "any_cap": any(r.eval_cap for r in chosen),
+        **views_generation.compare_context(), **views_groups.compare_context(request.GET),
     })
 
 

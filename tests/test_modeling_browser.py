@@ -48,7 +48,7 @@ FLUENCY_FORM = {"epochs": "12", "batch_size": "16", "lr": "0.01", "seed": "3"}
 FLUENCY_EXTRA = {"embedding": 32, "hidden": 32, "dropout": 0.2, "test_fraction": 0.25, "val_fraction": 0.0,
                  "min_labels": 20}
 CAPTIONER_FORM = {"epochs": "15", "batch_size": "16", "lr": "0.01", "seed": "1"}
-CAPTIONER_EXTRA = {"min_count": 1, "image_size": 16, "feature_dim": 32, "width": 8, "embed": 32, "hidden": 32,
+CAPTIONER_EXTRA = {"min_count": 1, "min_train_captions": 1, "min_vocabulary": 1, "image_size": 16, "feature_dim": 32, "width": 8, "embed": 32, "hidden": 32,
                    "dropout": 0.0, "heads": 2, "layers": 1, "beam_size": 4}
 
 

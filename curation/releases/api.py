@@ -39,7 +39,8 @@ class ReleaseCreateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="")
     config = serializers.DictField(help_text="collections, run, vote_rules, origins, languages, "
                                              "max_captions_per_image, dedup, splits, seed, test_human_verified, "
-                                             "missing_image")
+                                             "missing_image, include_model_captions (model-generated "
+                                             "captions are left out unless true; never in the test split)")
     freeze = serializers.BooleanField(required=False, default=False, help_text="queue freezing right away")
 
 

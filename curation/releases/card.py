@@ -172,6 +172,8 @@ def config_summary(config: dict) -> list[str]:
                    + (f" = {md(rule['label'])}" if rule.get("label") else "") + f" ({md(rule['method'])})")
     if config.get("origins"):
         out.append("- Origins: " + ", ".join(md(o) for o in config["origins"]))
+    if config.get("include_model_captions"):
+        out.append("- Model-generated captions: included on request, never in the test split")
     if config.get("languages"):
         out.append("- Languages: " + ", ".join(md(o) for o in config["languages"]))
     if config.get("max_captions_per_image"):

@@ -1,5 +1,5 @@
 """A release's config: ``validate_config`` checks every setting (collections, run, vote rules,
-origins, languages, caps, deduplication, splits, seed) and returns the normalised config the
+origins, model captions, languages, caps, deduplication, splits, seed) and returns the normalised config the
 freeze runs on, or raises ReleaseError naming the field at fault. The rule names and methods it
 accepts live here too (``GOOD_RULES``, ``RULES``, ``RULE_METHODS``)."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ from . import ReleaseError
 from .splits import DEFAULT_RATIOS, SPLITS
 
 CONFIG_KEYS = {"collections", "run", "vote_rules", "verified_by", "origins", "languages", "max_captions_per_image",
-               "dedup", "phash_distance", "splits", "seed", "test_human_verified", "missing_image"}
+               "dedup", "phash_distance", "splits", "seed", "test_human_verified", "missing_image",
+               "include_model_captions"}
 GOOD_RULES = {"good_1plus": 1, "good_2plus": 2, "good_3plus": 3}
 RULES = (*GOOD_RULES, "fluent", "label")
 RULE_METHODS = ("majority", "dawid_skene", "consistent", "glad", "mace", "mean")
@@ -27,6 +28,16 @@ def _int(value, field: str, *, minimum: int | None = None, label: str = "a whole
         raise ReleaseError(f"{field} must be {label}, not {value!r}.", field)
     if minimum is not None and value < minimum:
         raise ReleaseError(f"{field} must be at least {minimum}.", field)
+    return value
+
+
+def _bool(value, field: str) -> bool:
+    if isinstance(value, str):
+        value = value.strip().lower() in ("1", "true", "yes", "on")
+    if value is None:
+        value = False
+    if not isinstance(value, bool):
+        raise ReleaseError(f"{field} must be true or false.", field)
     return value
 
 
@@ -170,13 +181,12 @@ def validate_config(config: dict) -> dict:
     if abs(sum(clean.values()) - 1) > 1e-6:
         raise ReleaseError(f"The split shares must add up to 1 (they add up to {sum(clean.values()):g}).", "splits")
     seed = _int(config.get("seed", 0) if config.get("seed") not in (None, "") else 0, "seed")
-    hv = config.get("test_human_verified", False)
-    if isinstance(hv, str):
-        hv = hv.strip().lower() in ("1", "true", "yes", "on")
-    if not isinstance(hv, bool):
-        raise ReleaseError("test_human_verified must be true or false.", "test_human_verified")
+    hv = _bool(config.get("test_human_verified", False), "test_human_verified")
     if hv and clean["test"] == 0:
         raise ReleaseError("A human-verified test split needs a test share above 0.", "test_human_verified")
+    include_model = _bool(config.get("include_model_captions", False), "include_model_captions")
+    # Ticking the "model" origin is as explicit an ask as the switch itself, so it counts as one.
+    include_model = include_model or "model" in origins
     missing_image = config.get("missing_image") or "skip"
     if missing_image not in MISSING:
         raise ReleaseError("missing_image must be skip or fail.", "missing_image")
@@ -186,7 +196,7 @@ def validate_config(config: dict) -> dict:
            "verified_by": _rules(config.get("verified_by"), "verified_by", collections),
            "origins": origins, "languages": languages, "max_captions_per_image": cap, "dedup": dedup,
            "phash_distance": distance, "splits": clean, "seed": seed, "test_human_verified": hv,
-           "missing_image": missing_image}
+           "missing_image": missing_image, "include_model_captions": include_model}
     return out
 
 

@@ -9,7 +9,7 @@
 - ``items``: each chosen caption's ReleaseItem with its provenance, written with bulk_create in
   batches, in a stable order (image id, then human-verified first, then caption id);
 - ``split_assign``: splits assigned afterwards by image (``splits``), one UPDATE per batch of
-  position ranges;
+  position ranges; then ``model_captions`` takes model captions out of the test split;
 - ``summary``: a last streaming pass computes the counts, the content hash and the card.
 
 Memory stays bounded by a page of images plus ~24 bytes per image for the split plan (and a set
@@ -22,7 +22,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from . import ReleaseError
+from . import ReleaseError, model_captions
 from .config import validate_config
 from .selection import Selection
 from .split_assign import apply_splits
@@ -71,8 +71,10 @@ def freeze(release, progress=None):
             raise ReleaseError("The selection holds no captions: no caption of these collections passes the run, "
                                "the vote rules, origins and languages" + (f" ({left})" if left else "")
                                + ". Loosen the selection and freeze again.", "collections")
-        release.items_total = selection.position
         apply_splits(release, selection.plan, selection.ranges)
+        model_captions.report_left_out(selection.report, selection.model_left_out)
+        release.items_total = selection.position - model_captions.drop_from_test(
+            release, selection.model_positions, selection.report)
         release.report = selection.report.finish()
         summarise(release, progress)
         release.items_done = release.items_total

@@ -7,7 +7,8 @@ each page's facts loaded by ``page_facts.load_page``):
    "na" at every step, image steps included); the released text is the run's transformed
    descendant of that caption (raw -> cropped -> hypernymized) when it made one.
 2. ``origins`` (of the caption the run decided on, or of the caption itself) and ``languages``
-   (the caption's, else its collection's).
+   (the caption's, else its collection's). Model-generated captions only with
+   ``include_model_captions``, and never as test references (``model_captions``).
 3. ``vote_rules``: every rule must hold for votes on the caption or the caption it was
    transformed from (``good_Nplus``: at least N GOOD votes of unblocked workers on one task;
    ``fluent``: the "consistent" aggregate says fluent; ``label``: the aggregate of ``method``
@@ -25,6 +26,7 @@ them in batches, and records per image its split key and position range for ``sp
 from __future__ import annotations
 
 import logging
+from array import array
 from collections import defaultdict
 
 from django.core.files.storage import default_storage
@@ -32,6 +34,7 @@ from django.core.files.storage import default_storage
 from . import ReleaseError, Report
 from .config import GOOD_RULES
 from .items import WRITE_BATCH, build_item, write_items
+from .model_captions import generated
 from .page_facts import PageFacts, load_page
 from .splits import SplitPlan, split_key
 from .vote_rules import passed_rating, rated_ids, rule_holds
@@ -59,6 +62,9 @@ class Selection:
         self.run_has_caption_steps = any(s.get("target") != "image" for s in self.snapshot)
         self.languages = set(config["languages"])
         self.origins = set(config["origins"])
+        self.include_model = bool(config.get("include_model_captions"))
+        self.model_positions = array("q")  # items of model captions: never left in the test split
+        self.model_left_out = 0
         self.collection_language = dict(Collection.objects.filter(pk__in=config["collections"])
                                         .values_list("pk", "language"))
         self.kinds = dict(Campaign.objects.values_list("pk", "kind"))
@@ -120,11 +126,15 @@ class Selection:
         chosen = self._capped(image, chosen)
         first = self.position
         for c in chosen:
+            if c["model"]:
+                self.model_positions.append(self.position)
             self.pending.append(build_item(self.release, self.position, image, c, page, run=self.run,
                                            snapshot=self.snapshot, kinds=self.kinds))
             self.position += 1
-        self.plan.add(split_key(self.config["seed"], image["sha256"], image["pk"]), first,
-                      any(c["verified"] for c in chosen))
+        references = [c for c in chosen if not c["model"]]  # what the image could hold in the test split
+        hv = self.config["test_human_verified"]
+        eligible = bool(references) and (not hv or any(c["verified"] for c in references))
+        self.plan.add(split_key(self.config["seed"], image["sha256"], image["pk"]), first, eligible)
         self.ranges.append((first, self.position - 1))
 
     def _candidates(self, image: dict, page: PageFacts):
@@ -162,6 +172,10 @@ class Selection:
         for base, released, decisions in self._candidates(image, page):
             if self.origins and base["origin"] not in self.origins:
                 continue
+            model = generated(base, page.captions)
+            if model and not self.include_model:
+                self.model_left_out += 1
+                continue
             language = released["language"] or base["language"] or self.collection_language.get(
                 image["collection_id"], "")
             if self.languages and language not in self.languages:
@@ -178,7 +192,7 @@ class Selection:
             if not verified and base["origin"] == "crowd":
                 verified = passed_rating(rated, page.aggregates, self.kinds)
             chosen.append({"base": base, "released": released, "decisions": decisions, "language": language,
-                           "rated": rated, "verified": verified, "rules": rules})
+                           "rated": rated, "verified": verified, "rules": rules, "model": model})
         return chosen
 
     def _has_file(self, image: dict, chosen: list[dict]) -> bool:

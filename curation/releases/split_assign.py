@@ -16,7 +16,9 @@ def apply_splits(release, plan: SplitPlan, ranges: list[tuple[int, int]]) -> Non
     the plan's payload is the first position)."""
     from curation.models import ReleaseItem
 
-    assigned = plan.assign(release.config["splits"], release.config["test_human_verified"])
+    config = release.config
+    restricted = config["test_human_verified"] or config.get("include_model_captions", False)
+    assigned = plan.assign(config["splits"], restricted)
     if not assigned:
         return
     ends = dict(ranges)

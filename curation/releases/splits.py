@@ -53,7 +53,9 @@ class SplitPlan:
         return len(self.keys)
 
     def assign(self, ratios: dict, test_human_verified: bool = False) -> dict[int, str]:
-        """{payload: split} for the images that do not go to train (train is the default)."""
+        """{payload: split} for the images that do not go to train (train is the default).
+        ``test_human_verified``: only eligible images fill the test quota (the freeze also restricts
+        it when model captions are included: an image needs a caption that is not a model's)."""
         n = len(self.keys)
         want = quotas(n, ratios)
         import numpy as np

@@ -61,7 +61,12 @@ class ReleaseForm(forms.Form):
                                  help_text="Only captions this run kept (curator overrides applied). "
                                            "The run must be of one of the collections.")
     origins = forms.MultipleChoiceField(choices=Caption.Origin.choices, required=False,
-                                        widget=forms.CheckboxSelectMultiple, help_text="None ticked: every origin.")
+                                        widget=forms.CheckboxSelectMultiple,
+                                        help_text="None ticked: every origin but model-generated.")
+    include_model_captions = forms.BooleanField(
+        required=False, label="Include model-generated captions",
+        help_text="Captions a captioner wrote; never in the test split (they would score a model against model "
+                  "outputs).")
     languages = forms.CharField(required=False, max_length=200, help_text="Comma-separated codes, e.g. en, de. "
                                                                           "Empty: every language.")
     max_captions_per_image = forms.IntegerField(required=False, min_value=1, label="Max captions per image")
@@ -140,6 +145,7 @@ class ReleaseForm(forms.Form):
             "seed": data["seed"],
             "test_human_verified": bool(data.get("test_human_verified")),
             "missing_image": data["missing_image"],
+            "include_model_captions": bool(data.get("include_model_captions")),
         }
 
 
@@ -148,7 +154,7 @@ ERROR_FIELDS = {"collections": "collections", "run": "run", "vote_rules": "vote_
                 "verified_by": "vote_campaign_1", "origins": "origins", "phash_distance": "dedup",
                 "languages": "languages", "max_captions_per_image": "max_captions_per_image", "dedup": "dedup",
                 "splits": "split_train", "seed": "seed", "test_human_verified": "test_human_verified",
-                "missing_image": "missing_image", "name": "name"}
+                "missing_image": "missing_image", "name": "name", "include_model_captions": "include_model_captions"}
 
 
 def form_field_of(error_field: str | None) -> str | None:

@@ -8,15 +8,18 @@ import torch
 @torch.no_grad()
 def beam_search(model, image, *, start_id: int, end_id: int, beam_size: int = 5, max_len: int = 16,
                 length_penalty: float = 0.0) -> list[tuple[list[int], float]]:
-    """Candidates for one image ([3, H, W] or [1, 3, H, W]) as [(token ids without START/END, score)]
-    in descending score order; exactly ``beam_size`` of them when the vocabulary allows.
+    """Candidates for one image ([3, H, W] or [1, 3, H, W], or its cached features (pooled, grid)) as
+    [(token ids without START/END, score)] in descending score order; exactly ``beam_size`` of them when the
+    vocabulary allows.
 
     The score is the summed log-probability, divided by len**length_penalty when that is not 0.
     A beam that reaches ``max_len`` tokens without END is finished as it stands."""
-    if image.dim() == 3:
-        image = image.unsqueeze(0)
+    if isinstance(image, (tuple, list)):  # cached (pooled [1, D], grid [1, N, D]): only the device is read below
+        state, image = model.start(image), image[0]
+    else:
+        image = image.unsqueeze(0) if image.dim() == 3 else image
+        state = model.start(image)
     k = beam_size
-    state = model.start(image)
     state = model.select(state, torch.zeros(k, dtype=torch.long, device=image.device))
     seqs = [[] for _ in range(k)]
     scores = torch.zeros(k, device=image.device)

@@ -53,8 +53,16 @@ def _fluency_from_provenance(provenance: dict):
     return None
 
 
-def release_rows(release, config: dict, cache: dict | None = None) -> ReleaseRows:
-    """Read the release's items and their images (see the module docstring)."""
+def _model_generated(provenance: dict) -> bool:
+    """Whether a captioner wrote the caption, or the caption it was transformed from (its lineage)."""
+    provenance = provenance or {}
+    return provenance.get("origin") == "model" or any(node.get("origin") == "model"
+                                                      for node in provenance.get("lineage") or ())
+
+
+def release_rows(release, config: dict, cache: dict | None = None, decode: bool = True) -> ReleaseRows:
+    """Read the release's items and their images (see the module docstring). With ``decode=False`` no image is
+    read or checked: a pretrained encoder's runs read features from a cache, or images through its processor."""
     from curation.models import Release, ReleaseItem
 
     if release is None:
@@ -67,11 +75,12 @@ def release_rows(release, config: dict, cache: dict | None = None) -> ReleaseRow
     cache = {} if cache is None else cache
     out = ReleaseRows(rows={s: [] for s in SPLITS}, images=cache)
     items = ReleaseItem.objects.filter(release=release).order_by("position").values(
-        "position", "split", "image_id", "image_sha256", "image_file", "caption_id", "text", "provenance")
+        "position", "split", "image_id", "image_sha256", "image_file", "caption_id", "text", "provenance",
+        "human_verified")
     missing: dict[str, str] = {}
     for item in items:
         key = item["image_sha256"] or item["image_file"]
-        if key not in cache and key not in missing:
+        if decode and key not in cache and key not in missing:
             name = item["image_file"]
             try:
                 if not name or not default_storage.exists(name):
@@ -85,6 +94,8 @@ def release_rows(release, config: dict, cache: dict | None = None) -> ReleaseRow
             continue
         out.rows[item["split"]].append({
             "position": item["position"], "image_key": key, "image_id": item["image_id"],
+            "image_file": item["image_file"], "human_verified": item["human_verified"],
+            "model_generated": _model_generated(item["provenance"]),
             "caption_id": item["caption_id"], "text": item["text"],
             "fluency": _fluency_from_provenance(item["provenance"]),
             "fluency_version": filter_version_of(item["provenance"])})

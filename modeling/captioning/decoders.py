@@ -95,29 +95,45 @@ DECODERS = {"lstm": ShowAndTell, "transformer": TransformerCaptioner}
 
 
 class Captioner(nn.Module):
-    """Encoder + decoder. ``forward(images, tokens)`` with tokens = [START w1 .. wn END PAD..] returns
-    logits [B, T-1, V] that predict tokens[:, 1:]."""
+    """Encoder + decoder. ``forward(inputs, tokens)`` with tokens = [START w1 .. wn END PAD..] returns
+    logits [B, T-1, V] that predict tokens[:, 1:].
+
+    ``inputs``: images for the encoder, or the encoder's ``(pooled, grid)`` already computed (a feature cache).
+    ``encoder``: the small CNN trained from scratch when None, else a pretrained one (captioning.pretrained) whose
+    outputs have ``pooled_dim`` and ``grid_dim`` features; ``grid_side`` pools its grid to at most side x side."""
 
     def __init__(self, vocab_size: int, decoder: str = "lstm", feature_dim: int = 128, width: int = 32,
                  embed: int = 256, hidden: int = 256, dropout: float = 0.3, heads: int = 4, layers: int = 2,
-                 max_len: int = 32):
+                 max_len: int = 32, encoder: nn.Module | None = None, pooled_dim: int | None = None,
+                 grid_dim: int | None = None, grid_side: int = 0):
         super().__init__()
         if decoder not in DECODERS:
             raise ValueError(f"unknown decoder {decoder!r}; use one of {', '.join(DECODERS)}")
-        self.encoder = ImageEncoder(feature_dim, width)
+        self.encoder = encoder if encoder is not None else ImageEncoder(feature_dim, width)
         self.decoder_name = decoder
+        self.grid_side = grid_side
         if decoder == "lstm":
-            self.decoder = ShowAndTell(vocab_size, feature_dim, embed, hidden, dropout)
+            self.decoder = ShowAndTell(vocab_size, pooled_dim or feature_dim, embed, hidden, dropout)
         else:
-            self.decoder = TransformerCaptioner(vocab_size, feature_dim, embed, heads, layers, hidden * 2,
+            self.decoder = TransformerCaptioner(vocab_size, grid_dim or feature_dim, embed, heads, layers, hidden * 2,
                                                 dropout, max_len)
 
-    def forward(self, images, tokens):
-        pooled, grid = self.encoder(images)
+    def features(self, inputs):
+        if isinstance(inputs, (tuple, list)):
+            return inputs
+        pooled, grid = self.encoder(inputs)
+        if self.grid_side:
+            from .pretrained import reduce_grid
+
+            grid = reduce_grid(grid, self.grid_side)
+        return pooled, grid
+
+    def forward(self, inputs, tokens):
+        pooled, grid = self.features(inputs)
         return self.decoder(pooled, grid, tokens[:, :-1])
 
-    def start(self, images):
-        pooled, grid = self.encoder(images)
+    def start(self, inputs):
+        pooled, grid = self.features(inputs)
         return self.decoder.start(pooled, grid)
 
     def step(self, tokens, state):

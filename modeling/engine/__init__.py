@@ -4,10 +4,12 @@
     device.py       pick_device, describe_device, seed_everything, epoch_seed, is_oom
     progress.py     the run row's live fields and log (_Progress), or none (Quiet)
     checkpoints.py  checkpoints in storage: save, load, list
+    schedule.py     the learning-rate schedule (constant, cosine with warm-up, the seed's step decay)
     loop.py         the epoch loop: batches, mixed precision, validation, OOM retry, early stopping, best epoch
     fit.py          fit_in_memory: the same loop without a run row or storage
     cv.py           k-fold cross-validation of small binary data sets
     driver.py       train(run_id): a run from start (or checkpoint) to a registered ModelVersion
+    ddp.py          the same run on several processes (DistributedDataParallel via torchrun, modeling/ddp_worker.py)
 
 Out of memory: the epoch is restarted from its start with half the batch size, down to
 ``min_batch_size``; below that the run fails with a message.

@@ -1,7 +1,8 @@
 """Checkpoints in storage: one file per saved epoch under modeling/runs/<run>/, the newest
 KEEP_CHECKPOINTS kept. A checkpoint holds everything the loop needs to continue exactly: weights,
 optimizer, scaler, the epoch, the batch size after any out-of-memory halving, the history, the data
-hash, and the best-validation bookkeeping (best epoch, its loss and its weights)."""
+hash, and the best-validation bookkeeping (best epoch, its loss and its weights). The lr schedule's plan
+rides in the optimizer's param groups (schedule.py), so the optimizer state resumes it too."""
 from __future__ import annotations
 
 import io

@@ -68,3 +68,13 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def amp_dtype(device):
+    """The mixed-precision type on CUDA: bf16 where the GPU supports it (no loss scaling needed), else fp16 (with a
+    GradScaler). None on the CPU, where the engine trains in fp32."""
+    import torch
+
+    if getattr(device, "type", device) != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16

@@ -17,9 +17,11 @@ from django.utils import timezone
 
 from .. import evaluation, registry
 from ..models import ModelVersion, TrainingRun
-from ..threads import torch_threads
+from ..threads import describe as describe_threads
+from ..threads import run_threads, torch_threads
 from ..trainers import get_trainer
 from ..trainers.base import Prepared, Trainer, TrainingError
+from . import ddp
 from .checkpoints import load_checkpoint, save_checkpoint
 from .cv import cross_validate, folds_wanted
 from .device import describe_device, pick_device, seed_everything
@@ -68,7 +70,11 @@ def _fail(run, progress, message):
 def _train(run: TrainingRun, progress: _Progress) -> None:
     trainer: Trainer = get_trainer((run.config or {}).get("trainer", ""))
     config = trainer.config(run.config)
-    with torch_threads(int(config.get("torch_threads") or 0)):
+    n = ddp.processes(config)
+    if n > 1:  # the ranks run the rest of this module's steps in their own processes (ddp.py)
+        return ddp.launch(run, trainer, config, progress, n)
+    with torch_threads(run_threads(config)):
+        progress.log(f"{describe_threads(config)}.")
         _train_with(run, progress, trainer, config)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..trainers.base import Prepared, Trainer
 from ..threads import torch_threads
-from .device import as_device, seed_everything
+from .device import amp_dtype, as_device, seed_everything
 from .loop import LoopState, restore_best, run_epochs
 from .progress import Quiet
 
@@ -21,7 +21,9 @@ def setup_model(trainer: Trainer, config: dict, info: dict, device):
     use_amp = device.type == "cuda" and bool(config.get("amp", True))
     model = trainer.build(config, info).to(device)
     optimizer = trainer.optimizer(model, config)
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp) if device.type == "cuda" else None
+    # bf16 keeps fp32's exponent range: only fp16 needs its loss scaled.
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype(device) == torch.float16) \
+        if device.type == "cuda" else None
     return model, optimizer, scaler
 
 

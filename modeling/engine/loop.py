@@ -1,7 +1,8 @@
 """The epoch loop shared by a run (``driver.train``) and ``fit_in_memory``: batches, loss, optimizer
-step (mixed precision on CUDA), validation, the out-of-memory retry with half the batch, early stopping
-and the best-validation weights. It knows nothing of run rows or storage: the run's driver hooks its
-checkpoint in through ``after_epoch``, and progress goes to a ``_Progress`` or a ``Quiet``.
+step (mixed precision on CUDA; the lr of schedule.py set before each step), validation, the
+out-of-memory retry with half the batch, early stopping and the best-validation weights. It knows
+nothing of run rows or storage: the run's driver hooks its checkpoint in through ``after_epoch``, and
+progress goes to a ``_Progress`` or a ``Quiet``.
 
 Every epoch seeds its batch order and dropout from (seed, epoch), so an epoch trained again after a
 resume, or in another process, draws exactly what it drew the first time.
@@ -15,8 +16,9 @@ from typing import NamedTuple
 
 from .. import registry
 from ..trainers.base import TrainingError
+from . import schedule
 from .checkpoints import _cpu, _state_bytes
-from .device import epoch_seed, is_oom
+from .device import amp_dtype, epoch_seed, is_oom
 from .progress import _Cancelled
 
 POINTS_PER_EPOCH = 20  # loss points per epoch in the history (the live curve)
@@ -45,6 +47,7 @@ class EpochResult(NamedTuple):
     seconds: float
     steps: int
     val_loss: float | None
+    lr: float | None = None  # the lr of the epoch's last optimizer step
 
 
 def select_best(config: dict) -> bool:
@@ -60,6 +63,32 @@ def _count(iterable):
         return len(iterable)
     except TypeError:
         return 0
+
+
+def _steps_in_epoch(trainer, batches, split_data, cfg, epoch, seed, known: int) -> tuple[int, bool]:
+    """(the epoch's number of batches, whether a dry pass counted them). A list knows its length; a
+    generator's count is the previous epoch's, the trainer's ``count_batches``, or (first epoch of a run)
+    a dry pass over a twin generator, so that the loss points and the lr schedule know where in the
+    epoch they are instead of piling up at its end."""
+    import torch
+
+    n = _count(batches) or known
+    if n:
+        return n, False
+    counter = getattr(trainer, "count_batches", None)
+    if counter is not None:
+        n = int(counter(split_data, cfg) or 0)
+        if n:
+            return n, False
+    twin = torch.Generator().manual_seed(epoch_seed(seed, epoch))
+    return sum(1 for _ in trainer.batches(split_data, cfg, epoch, twin, True)), True
+
+
+def _place_points(history: list, mark: int, epoch: int, first_step: int, steps: int) -> None:
+    """Put the epoch's loss points (history[mark:]) at epoch + their share of its actual steps, now that
+    the count is certain (a strategy's random mask or an estimate may have been off by a few)."""
+    for point in history[mark:]:
+        point["epoch"] = round(epoch + min((point["step"] - first_step) / max(steps, 1), 1.0), 4)
 
 
 def _step(loss, model, optimizer, scaler, grad_clip):
@@ -92,34 +121,57 @@ def _run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoc
     generator = torch.Generator().manual_seed(epoch_seed(seed, epoch))
     model.train()
     batches = trainer.batches(prepared.train, cfg, epoch, generator, True)
-    n_steps = _count(batches) or steps_per_epoch
+    n_steps, dry = _steps_in_epoch(trainer, batches, prepared.train, cfg, epoch, seed, steps_per_epoch)
+    if dry:
+        torch.manual_seed(epoch_seed(seed, epoch))  # the dry pass may have drawn from the global generator
+    scheduled = not schedule.is_constant(config)
+    if scheduled:
+        schedule.start(optimizer, config)
     every = max(1, (n_steps or POINTS_PER_EPOCH) // POINTS_PER_EPOCH)
-    started = time.perf_counter()
+    started, mark = time.perf_counter(), len(history)
     total_loss, total_n, window_loss, window_n, step = 0.0, 0, 0.0, 0, 0
     grad_clip = float(config.get("grad_clip") or 0)
+    lr = schedule.current_lr(optimizer)
+    pending: list = []  # (loss tensor, n) since the last point: read together, one GPU sync per point, not per step
     for batch in batches:
-        with torch.autocast(device_type=device.type, enabled=use_amp):
+        if scheduled:
+            lr = schedule.apply(optimizer, global_step + step, epoch + min(step / max(n_steps, 1), 1.0), epoch)
+        with torch.autocast(device_type=device.type, dtype=amp_dtype(device), enabled=use_amp):
             loss, n = trainer.loss(model, batch, device, cfg)
         _step(loss, model, optimizer, scaler, grad_clip)
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrainingError(f"The loss became {value} at epoch {epoch + 1}, step {step + 1}: "
-                                "lower the learning rate.", code="diverged")
-        n = int(n)
+        pending.append((loss.detach(), int(n)))
         step += 1
-        total_loss, total_n = total_loss + value * n, total_n + n
-        window_loss, window_n = window_loss + value * n, window_n + n
         if step % every == 0:
+            window_loss, window_n = _read_losses(pending, epoch, step)
+            total_loss, total_n = total_loss + window_loss, total_n + window_n
+            pending = []
             elapsed = max(time.perf_counter() - started, 1e-9)
             point = {"epoch": round(epoch + step / max(n_steps, step), 4), "step": global_step + step,
-                     "loss": window_loss / max(window_n, 1)}
+                     "loss": window_loss / max(window_n, 1), "lr": lr}
             history.append(point)
-            window_loss, window_n = 0.0, 0
             progress.set(step=step, loss=point["loss"], samples_per_second=total_n / elapsed, history=history)
             if not progress.flush():
                 raise _Cancelled()
+    if pending:
+        window_loss, window_n = _read_losses(pending, epoch, step)
+        total_loss, total_n = total_loss + window_loss, total_n + window_n
     seconds = max(time.perf_counter() - started, 1e-9)
+    _place_points(history, mark, epoch, global_step, step)
     return total_loss / max(total_n, 1), total_n, seconds, step
+
+
+def _read_losses(pending: list, epoch: int, step: int) -> tuple[float, int]:
+    """(sum of loss x samples, samples) of the steps since the last point, copied from the device at once; a loss
+    that is not finite stops the run, naming the step where it first appeared."""
+    import torch
+
+    values = torch.stack([loss.float() for loss, _ in pending]).cpu().tolist()
+    first = step - len(pending) + 1
+    for offset, value in enumerate(values):
+        if not math.isfinite(value):
+            raise TrainingError(f"The loss became {value} at epoch {epoch + 1}, step {first + offset}: "
+                                "lower the learning rate.", code="diverged")
+    return sum(v * n for v, (_, n) in zip(values, pending)), sum(n for _, n in pending)
 
 
 def _validate(trainer, model, prepared, config, device, epoch, seed, batch_size):
@@ -135,7 +187,7 @@ def _validate(trainer, model, prepared, config, device, epoch, seed, batch_size)
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in trainer.batches(prepared.val, cfg, epoch, generator, False):
-            with torch.autocast(device_type=device.type, enabled=use_amp):
+            with torch.autocast(device_type=device.type, dtype=amp_dtype(device), enabled=use_amp):
                 loss, n = trainer.loss(model, batch, device, cfg)
             total += float(loss) * int(n)
             count += int(n)
@@ -195,12 +247,13 @@ def _attempt_epoch(trainer, model, optimizer, scaler, prepared, config, device, 
         progress.log(f"Out of memory at batch size {state.batch_size}; retrying epoch {state.epoch + 1} "
                      f"with {smaller}.")
         state.batch_size = smaller
+        state.steps_per_epoch = 0  # counted again at the new batch size
         saved = registry.load_state_bytes(snapshot, "the epoch snapshot")
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         del state.history[mark:]
         return None
-    return EpochResult(loss, samples, seconds, steps, val_loss)
+    return EpochResult(loss, samples, seconds, steps, val_loss, schedule.current_lr(optimizer))
 
 
 def _record(state: LoopState, result: EpochResult, model, config) -> None:
@@ -210,7 +263,8 @@ def _record(state: LoopState, result: EpochResult, model, config) -> None:
     state.steps_per_epoch = result.steps
     state.global_step += result.steps
     point = {"epoch": done, "step": state.global_step, "loss": result.loss, "val_loss": result.val_loss,
-             "samples_per_s": result.samples / result.seconds, "batch_size": state.batch_size, "end": True}
+             "samples_per_s": result.samples / result.seconds, "batch_size": state.batch_size, "lr": result.lr,
+             "end": True}
     state.history.append(point)
     val = result.val_loss
     if val is not None and math.isfinite(val) and (state.best_val_loss is None or val < state.best_val_loss):

@@ -4,25 +4,30 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import TrainingRun
+from ..captioning.references import check_release_references
+from ..models import Kind, TrainingRun
 from ..trainers import get_trainer
 from ..trainers.base import TrainingError
+from . import schedule
 
 # config key -> smallest allowed whole number
 WHOLE_NUMBERS = {"epochs": 1, "batch_size": 1, "min_batch_size": 1, "checkpoint_every": 1,
-                 "early_stopping_patience": 0, "cv_folds": 0, "cv_below": 0}
+                 "early_stopping_patience": 0, "cv_folds": 0, "cv_below": 0, "ddp_processes": 0}
 
 
 def create_run(trainer_name: str, config: dict | None = None, *, release=None, campaign=None, user=None,
                name: str = "") -> TrainingRun:
     """Validate and store a queued run (does not start it: see ``enqueue``).
 
-    Raises TrainingError (code bad_config) naming the first bad setting; nothing is stored then."""
+    Raises TrainingError (code bad_config) naming the first bad setting, or (code own_outputs) for a
+    captioner whose release holds its own outputs as test references; nothing is stored then."""
     trainer = get_trainer(trainer_name)
     config = dict(config or {})
     config["trainer"] = trainer.name
     merged = trainer.config(config)
     _check_config(merged)
+    if trainer.kind == Kind.CAPTIONER:
+        check_release_references(release, trainer.name)
     return TrainingRun.objects.create(
         name=name[:200], kind=trainer.kind, config=config, release=release, campaign=campaign,
         created_by=user, epochs=int(merged["epochs"]))
@@ -48,6 +53,7 @@ def _check_config(merged: dict) -> None:
         raise TrainingError("seed must be a whole number and lr a positive number.", code="bad_config") from None
     if not isinstance(merged.get("select_best", True), bool):
         raise TrainingError("select_best must be true or false.", code="bad_config")
+    schedule.check(merged)
 
 
 def enqueue(run: TrainingRun) -> None:

@@ -16,6 +16,10 @@ from .errors import PackError
 PICKLED = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # config.json "model_type" -> the pack's kind. CLIP-family models expose get_image_features/get_text_features.
 CLIP_TYPES = {"clip": "CLIPModel", "siglip": "SiglipModel", "siglip2": "Siglip2Model"}
+# Image encoders a captioner can start from (modeling.captioning.pretrained knows how to read each one's outputs).
+VISION_TYPES = {"vit": "ViTModel", "deit": "DeiTModel", "dinov2": "Dinov2Model", "resnet": "ResNetModel",
+                "convnext": "ConvNextModel", "convnextv2": "ConvNextV2Model", "clip_vision_model": "CLIPVisionModel",
+                "siglip_vision_model": "SiglipVisionModel"}
 SENTENCE_MARKER = "modules.json"  # sentence-transformers directories list their modules here
 
 
@@ -101,25 +105,35 @@ def inspect_directory(directory: Path) -> dict:
             raise PackError(f"{directory} has no config.json: not a Hugging Face model directory.",
                             code="incomplete", field="directory")
         config = _read_json(directory / "config.json")
-        model_type = config.get("model_type", "")
-        if model_type not in CLIP_TYPES:
-            raise PackError(f"{directory}: architecture {model_type or 'unknown'!r} is not one the pack loads "
-                            f"(CLIP-family: {', '.join(sorted(CLIP_TYPES))}; or a sentence-transformers "
-                            f"directory with modules.json).", code="unknown_architecture", field="directory")
-        kind, architecture = "clip", (config.get("architectures") or [CLIP_TYPES[model_type]])[0]
-        dim = int(config.get("projection_dim") or config.get("text_config", {}).get("hidden_size") or 0)
-        _require_processor(directory)
+        kind, architecture, dim = _hf_facts(directory, config)
     files = manifest(directory)
     return {"kind": kind, "architecture": architecture, "files": files, "weights_sha256": weights_digest(files),
             "parameters": parameters, "embedding_dim": dim}
 
 
-def _require_processor(directory: Path) -> None:
+def _hf_facts(directory: Path, config: dict) -> tuple[str, str, int]:
+    """(kind, architecture, embedding size) of a Hugging Face model directory's config, or PackError."""
+    model_type = config.get("model_type", "")
+    if model_type in CLIP_TYPES:
+        _require_processor(directory)
+        dim = int(config.get("projection_dim") or config.get("text_config", {}).get("hidden_size") or 0)
+        return "clip", (config.get("architectures") or [CLIP_TYPES[model_type]])[0], dim
+    if model_type in VISION_TYPES:
+        _require_processor(directory, tokenizer=False)
+        sizes = config.get("hidden_sizes") or [config.get("projection_dim") or config.get("hidden_size") or 0]
+        return "vision", (config.get("architectures") or [VISION_TYPES[model_type]])[0], int(sizes[-1] or 0)
+    raise PackError(f"{directory}: architecture {model_type or 'unknown'!r} is not one the pack loads "
+                    f"(CLIP-family: {', '.join(sorted(CLIP_TYPES))}; image encoders: "
+                    f"{', '.join(sorted(VISION_TYPES))}; or a sentence-transformers directory with modules.json).",
+                    code="unknown_architecture", field="directory")
+
+
+def _require_processor(directory: Path, tokenizer: bool = True) -> None:
     if not any((directory / name).is_file() for name in ("preprocessor_config.json", "processor_config.json")):
         raise PackError(f"{directory} has no preprocessor_config.json or processor_config.json: copy the image "
                         f"processor's files with the weights.", code="incomplete", field="directory")
-    if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.json", "spiece.model",
-                                                          "tokenizer.model")):
+    tokenizer_files = ("tokenizer.json", "vocab.json", "spiece.model", "tokenizer.model")
+    if tokenizer and not any((directory / name).is_file() for name in tokenizer_files):
         raise PackError(f"{directory} has no tokenizer files: copy them with the weights.", code="incomplete",
                         field="directory")
 

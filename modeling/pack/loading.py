@@ -99,7 +99,8 @@ class Encoder:
 
     def encode_images(self, images: list, batch_size: int = 64) -> np.ndarray:
         if self.kind != "clip":
-            raise PackError(f"{self.key} is a text encoder: it does not embed images.", code="wrong_kind")
+            what = "an image encoder without a text tower" if self.kind == "vision" else "a text encoder"
+            raise PackError(f"{self.key} is {what}: it does not embed images for search.", code="wrong_kind")
         if not images:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.concatenate([self.encode_pixels(self.pixels(images[s:s + batch_size]))
@@ -120,7 +121,8 @@ def load(model, device: str | None = None) -> Encoder:
     directory = verify(model)
     _offline()
     try:
-        encoder = _load_text(model, directory, device) if model.kind == "text" else _load_clip(model, directory, device)
+        loader = {"text": _load_text, "vision": _load_vision}.get(model.kind, _load_clip)
+        encoder = loader(model, directory, device)
     except PackError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
@@ -152,6 +154,21 @@ def _load_clip(model, directory, device: str) -> Encoder:
     encoder.logit_scale = float(scale.exp().item()) if scale is not None else 100.0
     bias = getattr(net, "logit_bias", None)
     encoder.logit_bias = float(bias.item()) if bias is not None else 0.0
+    return encoder
+
+
+def _load_vision(model, directory, device: str) -> Encoder:
+    """An image encoder (ViT, ResNet, ConvNeXt ...): the captioners read its outputs
+    (modeling.captioning.pretrained); it has no text tower, so it does not embed for search."""
+    from transformers import AutoImageProcessor, AutoModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    net = AutoModel.from_pretrained(str(directory), local_files_only=True, use_safetensors=True)
+    net.eval().to(device)
+    encoder = Encoder(net, model.key, int(model.embedding_dim), "vision", device)
+    encoder.processor = AutoImageProcessor.from_pretrained(str(directory), local_files_only=True, backend="pil")
     return encoder
 
 

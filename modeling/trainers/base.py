@@ -46,7 +46,13 @@ class Trainer:
     Config keys the engine itself reads (defaults in ``ENGINE_DEFAULTS``): ``epochs``, ``batch_size``,
     ``lr``, ``weight_decay``, ``seed``, ``device`` ("auto" | "cpu" | "cuda"), ``amp`` (bool, CUDA only),
     ``min_batch_size`` (OOM floor), ``grad_clip`` (0 = off), ``early_stopping_patience``,
-    ``select_best``, ``checkpoint_every``, ``cv_folds``, ``cv_below`` (see the comments below).
+    ``select_best``, ``checkpoint_every``, ``cv_folds``, ``cv_below``, and the lr schedule's
+    ``lr_schedule``, ``warmup_steps``, ``warmup_fraction``, ``min_lr_ratio``, ``lr_decay``,
+    ``lr_decay_every`` (see the comments below and modeling/engine/schedule.py).
+
+    ``batches`` may return a list (or anything with a length) or a generator; for a generator the engine
+    counts the first epoch's batches with a dry pass unless the trainer defines
+    ``count_batches(split_data, config) -> int``.
 
     A binary classifier may also implement ``folds``, ``labels`` and ``predict_proba``: then the engine
     cross-validates it on small data sets (modeling/engine/cv.py).
@@ -66,14 +72,27 @@ class Trainer:
         "amp": True,
         "min_batch_size": 1,
         "grad_clip": 0.0,
+        # The learning-rate schedule (modeling/engine/schedule.py): "constant", "cosine" (linear warm-up over
+        # warmup_steps, or warmup_fraction of the training, then a half cosine to min_lr_ratio x lr) or
+        # "step" (x lr_decay every lr_decay_every epochs, the seed's). Set before every optimizer step.
+        "lr_schedule": "constant",
+        "warmup_steps": 0,
+        "warmup_fraction": 0.0,
+        "min_lr_ratio": 0.0,
+        "lr_decay": 1.0,
+        "lr_decay_every": 1,
         # Stop when the validation loss has not improved for this many epochs; 0: train every epoch.
         "early_stopping_patience": 0,
         # With a validation split, keep (evaluate and register) the weights of the lowest validation loss.
         "select_best": True,
         # Write a storage checkpoint every N epochs (and at the last one); small fast models set it higher.
         "checkpoint_every": 1,
-        # torch's intra-op threads while this run trains (modeling.threads); 0 leaves the process's setting.
+        # torch's intra-op threads while this run trains (modeling.threads); 0: TORCH_THREADS, else the
+        # worker's share of the cores.
         "torch_threads": 0,
+        # Processes to train on with DistributedDataParallel (modeling/engine/ddp.py): 0 every GPU when the
+        # run uses CUDA and the worker sees several, else 1; N>1 on the CPU trains N gloo processes.
+        "ddp_processes": 0,
         # k-fold cross-validation after training (trainers with folds/labels/predict_proba); 0 or 1: off ...
         "cv_folds": 0,
         # ... and only for data sets with fewer labelled items than this.

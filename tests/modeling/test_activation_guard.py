@@ -149,3 +149,14 @@ def test_cli_lists_the_flag_and_activates_only_with_force(constant, learned):
     assert _active() == []
     call_command("models", "activate", "fluency", str(constant.version), "--force", stdout=io.StringIO())
     assert _active() == [constant]
+
+
+def test_a_captioner_that_says_the_same_thing_for_every_image_is_registered_not_usable():
+    from modeling.evaluation import unusable_note
+
+    same = {"eval_images": 40, "diversity": {"unique_captions": 1 / 40, "vocabulary": 3}}
+    unk = {"eval_images": 3, "diversity": {"unique_captions": 1 / 3, "vocabulary": 1}}
+    varied = {"eval_images": 40, "diversity": {"unique_captions": 0.6, "vocabulary": 55}}
+    assert unusable_note("captioner", same) == "the same caption for all 40 evaluated images"
+    assert "vocabulary of 1 word" in unusable_note("captioner", unk)
+    assert unusable_note("captioner", varied) == "" and unusable_note("fluency", same) == ""

@@ -55,8 +55,9 @@ def tiny_release(name="tiny", n=6, captions_per_image=2, splits=None, fluency=No
 
 
 def make_run(release, trainer="captioner-lstm", **config):
-    base = {"min_count": 1, "image_size": 16, "feature_dim": 32, "width": 8, "embed": 32, "hidden": 32,
-            "dropout": 0.0, "heads": 2, "layers": 1, "batch_size": 16, "meteor": False}
+    base = {"min_count": 1, "min_train_captions": 2, "min_vocabulary": 1, "image_size": 16, "feature_dim": 32,
+            "width": 8, "embed": 32, "hidden": 32, "dropout": 0.0, "heads": 2, "layers": 1, "batch_size": 16,
+            "meteor": False}
     base.update(config)
     return TrainingRun.objects.create(kind="captioner", config=base, release=release)
 
@@ -266,3 +267,22 @@ def test_a_run_with_a_mismatched_encoder_file_fails_before_reading_images(tmp_pa
     model = trainer.build(trainer.config(run.config), prepared.info)
     assert torch.equal(model.encoder.state_dict()["body.0.weight"], torch.load(good)["body.0.weight"])
     assert not any(p.requires_grad for p in model.encoder.parameters())
+
+
+def test_with_an_image_text_model_registered_the_metrics_include_clipscore(tiny_clip):
+    release, _, _ = tiny_release("clipscored")
+    trainer = get_trainer("captioner-lstm")
+    _, model, prepared, config = train_losses(trainer, make_run(release), epochs=30)  # long enough to say something
+    metrics = trainer.evaluate(model, prepared, torch.device("cpu"), config)
+    assert 0.0 <= metrics["CLIP-S"] <= 2.5 and 0.0 <= metrics["RefCLIP-S"] <= 2.5
+    without = trainer.evaluate(model, prepared, torch.device("cpu"), {**config, "clip_score": False})
+    assert "CLIP-S" not in without
+
+
+@pytest.mark.django_db
+def test_without_an_image_text_model_the_ngram_metrics_stand_alone(models_dir):
+    release, _, _ = tiny_release("unscored")
+    trainer = get_trainer("captioner-lstm")
+    _, model, prepared, config = train_losses(trainer, make_run(release), epochs=2)
+    metrics = trainer.evaluate(model, prepared, torch.device("cpu"), config)
+    assert "CLIP-S" not in metrics and "BLEU-4" in metrics

@@ -200,3 +200,13 @@ def test_commands_train_and_models(tiny):
     tiny.too_few = True
     with pytest.raises(CommandError, match="Too few labels"):
         call_command("train", "test-tiny", "--device", "cpu", stdout=io.StringIO())
+
+
+def test_a_loss_that_becomes_nan_fails_the_run_naming_the_step(tiny):
+    # lr 1e30 blows the weights up within a few steps; the losses are read a window at a time (one GPU sync per
+    # history point), and the error still names the first step whose loss was not finite.
+    run = engine.train(_run(tiny, lr=1e30, epochs=2).pk)
+    assert run.status == TrainingRun.Status.FAILED
+    assert "The loss became" in run.error and "lower the learning rate" in run.error
+    step = int(run.error.split("step ")[1].split(":")[0])
+    assert 1 <= step <= 5

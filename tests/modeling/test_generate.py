@@ -13,8 +13,9 @@ from .test_captioning import tiny_release
 
 pytestmark = pytest.mark.django_db
 
-SMALL = {"min_count": 1, "image_size": 16, "feature_dim": 32, "width": 8, "embed": 32, "hidden": 32, "dropout": 0.0,
-         "heads": 2, "layers": 1, "batch_size": 16, "meteor": False, "epochs": 2, "device": "cpu", "seed": 1}
+SMALL = {"min_count": 1, "min_train_captions": 1, "min_vocabulary": 1, "image_size": 16, "feature_dim": 32,
+         "width": 8, "embed": 32, "hidden": 32, "dropout": 0.0, "heads": 2, "layers": 1, "batch_size": 16,
+         "meteor": False, "epochs": 2, "device": "cpu", "seed": 1}
 
 
 def test_generate_and_evaluation_campaign(alice):

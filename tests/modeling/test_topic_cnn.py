@@ -133,6 +133,7 @@ def test_topic_cnn_learns_the_lda_distributions_and_a_cws_captioner_starts_from_
 
     # --- the captioner's encoder starts from it ------------------------------------------------------
     cap_config = {"device": "cpu", "seed": 1, "epochs": 2, "batch_size": 8, "min_count": 1, **SIZES,
+                  "min_train_captions": 1, "min_vocabulary": 1,
                   "embed": 16, "hidden": 16, "dropout": 0.0, "meteor": False, "beam_size": 2,
                   "encoder_version": version.pk}
     trainer = get_trainer("captioner-lstm")

@@ -47,6 +47,8 @@ class Command(BaseCommand):
         create.add_argument("--verified-by", action="append", default=[], metavar="CAMPAIGN:RULE[:LABEL[:METHOD]]",
                             help="mark captions passing this rule human-verified (without filtering); repeatable")
         create.add_argument("--origins", default="", help="comma-separated caption origins (default: all)")
+        create.add_argument("--include-model-captions", action="store_true",
+                            help="keep model-generated captions (left out by default; never in the test split)")
         create.add_argument("--languages", default="", help="comma-separated language codes (default: all)")
         create.add_argument("--max-per-image", type=int, help="cap of captions per image")
         create.add_argument("--dedup", choices=("sha256", "phash", "none"), default="sha256")
@@ -146,6 +148,7 @@ class Command(BaseCommand):
             "max_captions_per_image": o["max_per_image"], "dedup": o["dedup"],
             "splits": dict(zip(("train", "val", "test"), shares)), "seed": o["seed"],
             "test_human_verified": o["test_human_verified"], "missing_image": o["missing"],
+            "include_model_captions": o["include_model_captions"],
         }
         try:
             release = services.release_create(o["name"], config, None, description=o["description"])

@@ -4,12 +4,14 @@
     manage.py train fluency-lstm4 --campaign 3 --epochs 5 --seed 1   # the seed's four-way LSTM
     manage.py train captioner-lstm --release 2 --strategy weighted_loss --device cuda --queue
     manage.py train --resume 12          # continue a failed/killed run from its last checkpoint
+    manage.py train fluency-lstm4 --campaign 3 --device cpu --nproc 2   # DDP: two processes (gloo)
+    manage.py train captioner-lstm --release 2 --seed 1 --repeats 3   # seeds 1, 2, 3 in one group: mean ± sd
 """
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import engine
+from modeling import engine, groups
 from modeling.models import TrainingRun
 from modeling.trainers import all_trainers
 from modeling.trainers.base import TrainingError
@@ -34,10 +36,16 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, help="seed of the split, the weights and the batch order")
         parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
                             help="where to train; auto: the GPU when this machine has one")
+        parser.add_argument("--nproc", type=int, help="train on N processes (DistributedDataParallel through "
+                                                      "torchrun: one per GPU, or gloo on the CPU); default: every "
+                                                      "GPU when there are several")
         parser.add_argument("--strategy", help="captioners: all, fluency_only, rejection_sampling or "
                                                "weighted_loss")
         parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                             help="any other config value, e.g. --set hidden=128 (repeatable)")
+        parser.add_argument("--repeats", type=int, default=1, metavar="N",
+                            help="N runs with seeds seed, seed+1, ... in one run group (mean ± sd of every "
+                                 "metric on its page; groups are compared on the compare page)")
         parser.add_argument("--queue", action="store_true", help="send to the gpu queue instead of running here")
         parser.add_argument("--resume", type=int, metavar="RUN", help="continue an existing run")
 
@@ -49,26 +57,43 @@ class Command(BaseCommand):
                 mark = " [default]" if name in DEFAULT_TRAINERS.values() else ""
                 self.stdout.write(f"{name} ({trainer.kind}){mark}: {json.dumps(trainer.default_config, default=str)}")
             return
-        if opts["resume"]:
-            run = TrainingRun.objects.filter(pk=opts["resume"]).first()
-            if run is None:
-                raise CommandError(f"No training run #{opts['resume']}.")
-            if run.status == TrainingRun.Status.DONE:
-                raise CommandError(f"{run} is already done.")
-            TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, error="",
-                                                          finished_at=None, attempts=0)
-        else:
-            run = self._create(opts)
+        runs = [self._resume(opts["resume"])] if opts["resume"] else self._create(opts)
+        if len(runs) > 1:
+            self.stdout.write(f"Run group {runs[0].group}: {len(runs)} runs, seeds "
+                              f"{runs[0].config['seed']}–{runs[-1].config['seed']}.")
         if opts["queue"]:
-            engine.enqueue(run)
-            self.stdout.write(f"Queued {run} (#{run.pk}) on the gpu queue.")
+            for run in runs:
+                engine.enqueue(run)
+                self.stdout.write(f"Queued {run} (#{run.pk}) on the gpu queue.")
             return
+        failed = [run for run in (self._train(run) for run in runs) if run.status != TrainingRun.Status.DONE]
+        if len(runs) > 1:
+            self._summary(runs[0].group)
+        if failed:
+            raise CommandError("; ".join(f"{run} {run.status}: {run.error}" for run in failed))
+
+    def _resume(self, pk):
+        run = TrainingRun.objects.filter(pk=pk).first()
+        if run is None:
+            raise CommandError(f"No training run #{pk}.")
+        if run.status == TrainingRun.Status.DONE:
+            raise CommandError(f"{run} is already done.")
+        TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, error="",
+                                                      finished_at=None, attempts=0)
+        return run
+
+    def _train(self, run):
         run = engine.train(run.pk, echo=lambda line: self.stdout.write(line))
-        if run.status != TrainingRun.Status.DONE:
-            raise CommandError(f"{run} {run.status}: {run.error}")
-        version = getattr(run, "model_version", None)
-        self.stdout.write(self.style.SUCCESS(f"{run} done on {run.device}; registered {version}. Metrics: "
-                                             f"{json.dumps(run.metrics, default=str)[:2000]}"))
+        if run.status == TrainingRun.Status.DONE:
+            version = getattr(run, "model_version", None)
+            self.stdout.write(self.style.SUCCESS(f"{run} done on {run.device}; registered {version}. Metrics: "
+                                                 f"{json.dumps(run.metrics, default=str)[:2000]}"))
+        return run
+
+    def _summary(self, group):
+        self.stdout.write(f"Group {group}, mean ± sd over its finished runs:")
+        for row in groups.group_summary(groups.group_runs(group)):
+            self.stdout.write(f"  {row['key']}: {row['mean']:.4g} ± {row['sd']:.4g} (n={row['n']})")
 
     def _create(self, opts):
         from annotation.models import Campaign
@@ -82,7 +107,7 @@ class Command(BaseCommand):
             raise CommandError("Name a trainer (see --list) or --resume a run.")
         config = {}
         for key, opt in (("epochs", "epochs"), ("batch_size", "batch_size"), ("lr", "lr"), ("seed", "seed"),
-                         ("device", "device"), ("strategy", "strategy")):
+                         ("device", "device"), ("strategy", "strategy"), ("ddp_processes", "nproc")):
             if opts[opt] is not None:
                 config[key] = opts[opt]
         for item in opts["set"]:
@@ -105,6 +130,7 @@ class Command(BaseCommand):
             if not release.frozen:
                 raise CommandError(f"Release {release} is not frozen.")
         try:
-            return engine.create_run(opts["trainer"], config, campaign=campaign, release=release, name=opts["name"])
-        except TrainingError as exc:
+            return groups.create_repeats(opts["trainer"], config, opts["repeats"], campaign=campaign, release=release,
+                                         name=opts["name"])
+        except (TrainingError, ValueError) as exc:
             raise CommandError(str(exc)) from None
