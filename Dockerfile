@@ -31,9 +31,9 @@ RUN pip install -r requirements.txt
 COPY . .
 COPY --from=assets /assets/node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
 
-# collectstatic needs settings to load: a throwaway key for this one step only (never in the image's
-# environment; the production profile refuses to start without a real SECRET_KEY at run time).
-RUN SECRET_KEY=build-only-dummy-key-not-used-at-runtime \
+# collectstatic needs settings to load: a throwaway random key for this one step only (never in the image's
+# environment; the production profile refuses to start without a strong SECRET_KEY at run time).
+RUN SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
     CAPTIONLAB_PROFILE=production ALLOWED_HOSTS=localhost CAPTIONLAB_VAR_DIR=/tmp/build-var \
     python manage.py collectstatic --noinput -v 0 \
  && rm -rf /tmp/build-var

@@ -29,6 +29,7 @@ from django.utils import timezone
 from .kinds import CandidatesKind, SliderKind, VoteInvalid
 from .models import Assignment, Campaign, Caption, Membership, Task, Vote, Worker
 from curation.models import Image
+from captionlab import csv_safe
 
 FIXED = ["HITId", "HITTypeId", "AssignmentId", "WorkerId", "AssignmentStatus", "AcceptTime", "SubmitTime",
          "WorkTimeInSeconds"]
@@ -284,7 +285,7 @@ def export_batch(campaign: Campaign) -> str:
     header = FIXED + ["Input.image_url", "Input.external_id", "Input.caption", f"Answer.{field_name}"] + \
         [f"Answer.{k}" for k in extra]
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
+    writer = csv_safe.writer(out, lineterminator="\r\n")  # annotators write these answers
     writer.writerow(header)
     for vote in votes:
         a, task, worker = vote.assignment, vote.task, vote.worker

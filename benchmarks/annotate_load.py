@@ -6,13 +6,15 @@
 
 What it does, all in one run:
 
-1. creates a scratch PostgreSQL database (benchmarks/scratch_db.py) and migrates it;
+1. creates a scratch PostgreSQL database (benchmarks/scratch_db.py; ``--db-name``, default
+   ``captionlab_bench_annotate_load_<pid>``) and migrates it;
 2. fills it: a collection of ``--tasks`` images with one caption each, a running GOOD/BAD quality
    campaign with one task per caption and ``--votes-per-item`` votes each, and ``max(levels)``
    annotators, members of the campaign, each with an API token;
 3. starts ``gunicorn captionlab.wsgi`` on 127.0.0.1 with captionlab/gunicorn.conf.py (the
    production profile, DEBUG off, persistent database connections, Redis as cache and broker on a
-   database of its own so no other Celery worker picks the aggregation messages up);
+   database of its own so no other Celery worker picks the aggregation messages up: ``--redis-url``,
+   default an empty database of the local server claimed for this run);
 4. for each level of concurrency, drives the annotator loop (POST .../next/, then POST
    .../tasks/<id>/vote/) from N virtual annotators for ``--duration`` seconds. The load generator
    is a separate process running one asyncio loop over raw keep-alive HTTP connections, so it
@@ -23,8 +25,8 @@ What it does, all in one run:
    errors (any other answer or a broken connection), and the targets: at 32 workers at least 200
    votes/s, zero errors, stored = acknowledged; with 1 worker p95(fetch + submit) under 20 ms.
 
-Every process it starts is killed on exit and the scratch database is dropped (``--keep-db``
-keeps it). The gunicorn worker class and count come from captionlab/gunicorn.conf.py; override
+Every process it starts is killed on exit, the scratch database is dropped (``--keep-db``
+keeps it) and a claimed Redis database is emptied; nothing this run did not create is dropped. The gunicorn worker class and count come from captionlab/gunicorn.conf.py; override
 them with --gunicorn-workers / --gunicorn-threads / --worker-class to compare.
 """
 from __future__ import annotations
@@ -44,10 +46,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from benchmarks.scratch_db import (add_scratch_arguments, claim_redis_db, postgres_base_url,  # noqa: E402
+                                   release_redis_db, scratch_database)
 from benchmarks.web_memory import _kill_all, _on_signal, free_port, start, wait_for_port  # noqa: E402
 
-DB_NAME = "captionlab_annotate_load"
 TARGET_VOTES_PER_S = 200.0
 TARGET_P95_MS = 20.0
 
@@ -271,9 +273,10 @@ def main() -> int:
     parser.add_argument("--gunicorn-workers", type=int, help="override captionlab/gunicorn.conf.py")
     parser.add_argument("--gunicorn-threads", type=int, help="override captionlab/gunicorn.conf.py")
     parser.add_argument("--worker-class", help="override captionlab/gunicorn.conf.py (gthread, sync)")
-    parser.add_argument("--redis-url", default=os.environ.get("ANNOTATE_LOAD_REDIS_URL", "redis://127.0.0.1:6379/13"),
-                        help="Redis for cache and broker (default a database of its own: %(default)s)")
-    parser.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    parser.add_argument("--redis-url", default=os.environ.get("ANNOTATE_LOAD_REDIS_URL"),
+                        help="Redis database for cache and broker (default: an empty database on "
+                             "redis://127.0.0.1:6379, claimed for this run and emptied afterwards)")
+    add_scratch_arguments(parser, "annotate_load")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
@@ -282,10 +285,13 @@ def main() -> int:
         return 2
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    claimed = args.redis_url is None
+    if claimed:
+        args.redis_url = claim_redis_db("redis://127.0.0.1:6379")
     tmp = Path(tempfile.mkdtemp(prefix="captionlab-annotate-load-"))
     results = []
     try:
-        with scratch_database(base, DB_NAME, keep=args.keep_db) as db:
+        with scratch_database(base, args.db_name, keep=args.keep_db) as db:
             env = {**db.env, "REDIS_URL": args.redis_url, "CAPTIONLAB_PROFILE": "production",
                    "SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "127.0.0.1",
                    "SECURE_SSL_REDIRECT": "false", "CONN_MAX_AGE": "600", "LOG_LEVEL": "WARNING",
@@ -321,8 +327,8 @@ def main() -> int:
             wc = args.worker_class or (describe[0] if describe else "?")
             nw = args.gunicorn_workers or (describe[1] if len(describe) > 1 else "?")
             nt = args.gunicorn_threads or (describe[2] if len(describe) > 2 else "?")
-            print(f"gunicorn: {wc}, {nw} workers x {nt} threads, 127.0.0.1:{port}, PostgreSQL {DB_NAME}, "
-                  f"CONN_MAX_AGE=600, DEBUG off; {os.cpu_count()} CPU cores shared with PostgreSQL and the load")
+            print(f"gunicorn: {wc}, {nw} workers x {nt} threads, 127.0.0.1:{port}, PostgreSQL {args.db_name}, "
+                  f"Redis {args.redis_url}, CONN_MAX_AGE=600, DEBUG off; {os.cpu_count()} CPU cores shared with PostgreSQL and the load")
 
             # warm-up: each gunicorn worker imports the app and opens its database connection
             warm = subprocess.run([sys.executable, __file__, "--drive", str(port), str(campaign), "2"],
@@ -395,9 +401,12 @@ def main() -> int:
     finally:
         _kill_all()
         try:
-            import redis
+            if claimed:
+                release_redis_db(args.redis_url)
+            else:
+                import redis
 
-            redis.Redis.from_url(args.redis_url).delete("default")  # the aggregation messages queued
+                redis.Redis.from_url(args.redis_url).delete("default")  # the aggregation messages queued
         except Exception:  # noqa: BLE001 - cleanup only
             pass
 

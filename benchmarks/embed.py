@@ -42,9 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 
-from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
 
-DB_NAME = f"captionlab_bench_embed_{os.getpid()}"
 PHOTOS = ROOT.parent / "shared" / "data" / "openimages-cc-by"
 MODEL_NAME = "bench-vit-b-32"
 PLAIN_IMAGES, PLATFORM_IMAGES = "plain image loop (decoded images)", "platform image_vectors (from files)"
@@ -403,7 +402,7 @@ def main() -> int:
     parser.add_argument("--skip-embed", action="store_true")
     parser.add_argument("--skip-faiss", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smoke run: 32 images, 128 captions, 2 rounds, 60k vectors")
-    parser.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    add_scratch_arguments(parser, "embed")
     args = parser.parse_args()
     if args.quick:
         args.images, args.captions, args.repeats, args.sizes, args.queries = 32, 128, 2, "60000", 50
@@ -414,7 +413,7 @@ def main() -> int:
         if base is None:
             return 2
         with tempfile.TemporaryDirectory(prefix="bench-embed-") as tmp, \
-                scratch_database(base, DB_NAME, keep=args.keep_db) as db:
+                scratch_database(base, args.db_name, keep=args.keep_db) as db:
             workdir = Path(tmp)
             os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING", "STORAGE_BACKEND": "local",
                                "MEDIA_ROOT": str(workdir / "media"),

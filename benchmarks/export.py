@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
 
 TARGET_RATIO = 0.5
 TARGET_RSS_MIB = 400
@@ -270,13 +270,13 @@ def main() -> int:
     parser.add_argument("--wds-images", type=int, default=2000)
     parser.add_argument("--wds-kb", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1, help="time each side this many times, keep the best")
-    parser.add_argument("--keep-db", action="store_true")
+    add_scratch_arguments(parser, "export")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
         return 2
     lines, ok = [], True
-    with scratch_database(base, "captionlab_bench_export", keep=args.keep_db) as db, \
+    with scratch_database(base, args.db_name, keep=args.keep_db) as db, \
             tempfile.TemporaryDirectory(prefix="bench-export-") as tmp:
         tmp = Path(tmp)
         media = tmp / "media"

@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from scratch_db import (add_scratch_arguments, claim_redis_db, postgres_base_url,  # noqa: E402
+                        release_redis_db, scratch_database)
 
 CC_TEXT_STEPS = [
     "boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
@@ -381,20 +382,34 @@ def main() -> int:
     parser.add_argument("--comments", type=int, default=100_000)
     parser.add_argument("--only", choices=["cc", "cc-distinct", "cc-preset", "ava"],
                         help="run one family of scenarios (cc-distinct: cc's distinct texts with one and two workers)")
-    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""),
-                        help="Redis for the workers, as in production (default: REDIS_URL): the workers of a run "
-                             "share the decisions of repeated texts through it; without it each keeps its own")
+    parser.add_argument("--redis-url", default=None,
+                        help="Redis database for the workers, as in production: the workers of a run share the "
+                             "decisions of repeated texts through it; without it each keeps its own (default: "
+                             "with REDIS_URL set, an empty database on its server, claimed for this run and "
+                             "emptied afterwards; without, no Redis)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of pipeline runs, each between two baseline runs; medians are reported")
+    add_scratch_arguments(parser, "filters")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
         return 2
+    claimed = args.redis_url is None and bool(os.environ.get("REDIS_URL"))
+    if claimed:
+        args.redis_url = claim_redis_db(os.environ["REDIS_URL"])
+    try:
+        return _run(args, base)
+    finally:
+        if claimed:
+            release_redis_db(args.redis_url)
+
+
+def _run(args, base: str) -> int:
     import tempfile
 
     lines = []
     scaling = {}
-    with scratch_database(base, "captionlab_bench_filters") as db, tempfile.TemporaryDirectory() as tmp:
+    with scratch_database(base, args.db_name, keep=args.keep_db) as db, tempfile.TemporaryDirectory() as tmp:
         os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
         os.environ.pop("REDIS_URL", None)
         # Workers run as in production: with DEBUG on, Django would also keep every query and render it with

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
 WORDS = ("a dog runs on the beach with a red ball near the water at sunset while people watch "
          "actor attends the premiere of the film in the city old building with tall windows "
          "stock photo of a woman holding an umbrella in the rain on a busy street").split()
@@ -118,13 +118,13 @@ def copy_into_platform_tables(dsn: str, tsv: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="20000,200000", help="comma-separated row counts")
-    parser.add_argument("--keep-db", action="store_true")
+    add_scratch_arguments(parser, "ingest")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
         return 2
     results = []
-    with scratch_database(base, "captionlab_bench", keep=args.keep_db) as db, \
+    with scratch_database(base, args.db_name, keep=args.keep_db) as db, \
             tempfile.TemporaryDirectory() as tmp:
         for rows in [int(s) for s in args.sizes.split(",")]:
             tsv = Path(tmp) / f"cc-{rows}.tsv"

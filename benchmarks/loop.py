@@ -37,9 +37,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 
-from scratch_db import postgres_base_url, scratch_database  # noqa: E402
+from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
 
-DB_NAME = f"captionlab_bench_loop_{os.getpid()}"
 POOL, TEST, START, STEP = 2000, 600, 40, 40
 
 
@@ -199,12 +198,12 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=10000, help="open tasks re-scored by a platform round")
     parser.add_argument("--with-uncertainty", action="store_true", help="also simulate pure uncertainty sampling")
     parser.add_argument("--skip-round", action="store_true", help="only the sampler simulation")
-    parser.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    add_scratch_arguments(parser, "loop")
     args = parser.parse_args()
     base = postgres_base_url()
     if base is None:
         return 2
-    with scratch_database(base, DB_NAME, keep=args.keep_db) as db:
+    with scratch_database(base, args.db_name, keep=args.keep_db) as db:
         os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
         os.environ.pop("REDIS_URL", None)
         import django

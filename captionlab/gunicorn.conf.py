@@ -18,12 +18,14 @@ at 32 concurrent annotators:
   concurrency, which is what the platform is for.
 
 Every value can be overridden from the environment (GUNICORN_WORKERS, GUNICORN_THREADS,
-GUNICORN_WORKER_CLASS, GUNICORN_BIND) or on the command line.
+GUNICORN_WORKER_CLASS, GUNICORN_BIND, default 127.0.0.1:8000) or on the command line.
 """
 import multiprocessing
 import os
 
-bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+# Loopback unless told otherwise: a reverse proxy on the same host reaches it, nothing else does. The
+# compose web service binds 0.0.0.0 on its command line (its port is published through Docker).
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
 workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count()))
 threads = int(os.environ.get("GUNICORN_THREADS", 8))

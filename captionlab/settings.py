@@ -9,11 +9,14 @@ Two profiles:
 
 Settings are grouped under headings; every environment variable is listed in the README.
 """
+from datetime import timedelta
 from pathlib import Path
 import os
 import secrets
+from urllib.parse import urlsplit
 
 import environ
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -34,10 +37,33 @@ PRODUCTION = PROFILE == "production"
 # --- Core -------------------------------------------------------------------------------------
 
 DEBUG = env.bool("DEBUG", default=not PRODUCTION)
+if PRODUCTION and DEBUG:
+    # DEBUG pages show settings, SQL and source to anyone who triggers an error.
+    raise ImproperlyConfigured("DEBUG=true is refused in the production profile: unset DEBUG or set it to false.")
+
+# Keys people leave from tutorials and templates; a production key is at least 50 random characters.
+WEAK_SECRET_KEYS = {"changeme", "change-me", "secret", "secret-key", "secretkey", "password", "dev", "development",
+                    "insecure", "django", "captionlab"}
+
+
+def _weak_key_reason(key: str) -> str | None:
+    if key.strip().lower() in WEAK_SECRET_KEYS:
+        return "a well-known placeholder"
+    if key.startswith("django-insecure-"):
+        return "the development key startproject writes (django-insecure-...)"
+    if len(key) < 50 or len(set(key)) < 5:
+        return "shorter than 50 characters or made of too few different characters"
+    return None
 
 
 def _secret_key() -> str:
     key = env.str("SECRET_KEY", default="")
+    reason = _weak_key_reason(key) if key and PRODUCTION else None
+    if reason:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY is {reason}; the production profile refuses it. Export a random one "
+            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(50))'`)."
+        )
     if key:
         return key
     if PRODUCTION:
@@ -75,6 +101,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "captionlab",
     "curation",
     "annotation",
@@ -83,14 +110,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # NUL and other control characters in query parameters and form fields: 400 with a message.
+    "captionlab.middleware.ControlCharacterMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "captionlab.urls"
@@ -134,6 +166,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes counts failed logins (the login form, the admin's and /api/auth/token/) per username and
+# IP address; after AXES_FAILURE_LIMIT of them that pair is refused, right password or not, for
+# AXES_COOLOFF_MINUTES. An admin unlocks in the admin (Axes > Access attempts: delete the row) or with
+# `manage.py axes_reset` (everyone) / `axes_reset_username NAME`.
+AUTHENTICATION_BACKENDS = [
+    "captionlab.lockout.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "captionlab.lockout.lockout_response"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -324,6 +369,48 @@ if PRODUCTION:
     CSRF_COOKIE_SECURE = True
     if env.bool("BEHIND_TLS_PROXY", default=True):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Content-Security-Policy (django-csp) ----------------------------------------------------------
+# Scripts: the platform's own files, and an inline script only with the request's nonce
+# (``nonce="{{ request.csp_nonce }}"``); no inline event handlers. Images: the platform itself, data:
+# icons and the S3 storage's origin when media lives there; campaign instructions cannot pull images
+# from elsewhere (annotation.markdown turns them into links too). Styles may be inline: htmx and
+# ReDoc inject them, and a style cannot run code. CSP_REPORT_ONLY=true sends the same policy as
+# Content-Security-Policy-Report-Only (to try it on a live instance); CSP_REPORT_URI collects reports.
+# No frame-ancestors or form-action: the MTurk pages are framed by, and post to, mturk.com.
+
+
+def _storage_origins() -> list[str]:
+    if STORAGE_BACKEND != "s3":
+        return []
+    endpoint = env.str("AWS_S3_ENDPOINT_URL", default="")
+    if endpoint:
+        parts = urlsplit(endpoint)
+        return [f"{parts.scheme}://{parts.netloc}"]
+    bucket, region = env.str("AWS_STORAGE_BUCKET_NAME"), env.str("AWS_S3_REGION_NAME", default="")
+    return [f"https://{bucket}.s3.amazonaws.com"] + ([f"https://{bucket}.s3.{region}.amazonaws.com"] if region else [])
+
+
+CSP_REPORT_ONLY = env.bool("CSP_REPORT_ONLY", default=False)
+_csp = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:", *_storage_origins(), *env.list("CSP_IMG_SRC", default=[])],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "worker-src": [SELF, "blob:"],  # ReDoc builds its search worker from a blob
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        **({"report-uri": env.str("CSP_REPORT_URI")} if env.str("CSP_REPORT_URI", default="") else {}),
+    },
+}
+if CSP_REPORT_ONLY:
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _csp
+    CONTENT_SECURITY_POLICY = None
+else:
+    CONTENT_SECURITY_POLICY = _csp
 
 # --- Logging ----------------------------------------------------------------------------------
 

@@ -193,4 +193,10 @@ class ObtainTokenView(ObtainAuthToken):
 
     serializer_class = ObtainAuthToken.serializer_class
 
+    def get_serializer_context(self):
+        # django-axes marks a locked-out attempt on the request it is given and its middleware reads the
+        # mark from Django's request: hand the serializer that one, not DRF's wrapper, so a locked-out
+        # caller gets the 429 instead of a plain "unable to log in".
+        return {**super().get_serializer_context(), "request": self.request._request}
+
 

@@ -86,6 +86,15 @@ class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets
             raise ValidationError({"detail": f"the run is already {run.status}"})
         return Response(TrainingRunSerializer(engine.cancel(run)).data)
 
+    @extend_schema(request=None, responses=TrainingRunSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request, pk=None):
+        """Queue a failed, cancelled or worker-lost run again; it continues from its last checkpoint."""
+        run = self.get_object()
+        if not engine.retryable(run):
+            raise ValidationError({"detail": f"the run is {run.status} and its worker is alive"})
+        return Response(TrainingRunSerializer(engine.retry(run)).data)
+
 
 @extend_schema_view(list=extend_schema(parameters=_filter_params(VERSION_FILTERS)))
 class ModelVersionViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):

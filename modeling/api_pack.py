@@ -76,8 +76,11 @@ class PretrainedModelViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelView
     serializer_class = PretrainedModelSerializer
 
     def get_queryset(self):
-        pack.ensure_packaged()
         return PretrainedModel.objects.select_related("added_by").order_by("kind", "name")
+
+    def list(self, request, *args, **kwargs):
+        pack.ensure_packaged()  # here, not in get_queryset: the schema generator calls that without a database
+        return super().list(request, *args, **kwargs)
 
     @extend_schema(request=RegisterSerializer, responses={201: PretrainedModelSerializer})
     def create(self, request, *args, **kwargs):

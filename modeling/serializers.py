@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .engine.progress import worker_lost
 from .groups import MAX_REPEATS
 from .models import ModelVersion, TrainingRun
 
@@ -45,18 +46,24 @@ class ActivateSerializer(serializers.Serializer):
 class TrainingRunSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     model_version = serializers.SerializerMethodField()
+    worker_lost = serializers.SerializerMethodField(
+        help_text="running, but its worker has not beaten for TRAINING_WORKER_LOST_AFTER_S (default 120 s): "
+                  "POST .../retry/ queues it again")
 
     class Meta:
         model = TrainingRun
         fields = ["id", "name", "kind", "config", "release", "campaign", "data_hash", "data_summary", "status",
                   "device", "epoch", "epochs", "step", "steps_per_epoch", "loss", "samples_per_second", "history",
                   "metrics", "checkpoint", "artifact", "log", "error", "attempts", "group", "created_by", "created_at",
-                  "started_at", "finished_at", "model_version"]
+                  "started_at", "finished_at", "heartbeat_at", "worker_lost", "model_version"]
         read_only_fields = fields
 
     def get_model_version(self, run) -> int | None:
         version = getattr(run, "model_version", None)
         return version.pk if version else None
+
+    def get_worker_lost(self, run) -> bool:
+        return worker_lost(run)
 
 
 class TrainingRunCreateSerializer(serializers.Serializer):

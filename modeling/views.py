@@ -224,7 +224,8 @@ def _run_context(run):
     return {"run": run, "curve": loss_curve_svg(run.history), "lr_curve": lr_curve_svg(run.history),
             "log_tail": log_tail(run.log),
             "percent": int(100 * run.epoch / run.epochs) if run.epochs else 0,
-            "stopped_early": bool((run.metrics or {}).get("stopped_early"))}
+            "stopped_early": bool((run.metrics or {}).get("stopped_early")),
+            "worker_lost": engine.worker_lost(run), "retryable": engine.retryable(run)}
 
 
 CLASS_NAMES = {Kind.FLUENCY: {"1": "fluent", "0": "not fluent"}}
@@ -301,8 +302,8 @@ def run_cancel(request, pk):
 @role_required("curator")
 def run_retry(request, pk):
     run = get_object_or_404(TrainingRun, pk=pk)
-    if run.status not in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
-        messages.error(request, "Only a failed or cancelled run can be retried.")
+    if not engine.retryable(run):
+        messages.error(request, "Only a failed or cancelled run, or one whose worker was lost, can be retried.")
     else:
         engine.retry(run)
         messages.success(request, f"{run} queued again; it continues from its last checkpoint.")

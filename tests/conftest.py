@@ -168,3 +168,19 @@ def tiny_clip(db, models_dir, _tiny_clip_source):
     shutil.copytree(_tiny_clip_source, models_dir / "tiny-clip")
     return pack.model_add_pretrained(directory="tiny-clip", name="tiny-clip", licence="MIT (random test weights)",
                                      source="built by tests/modeling/tiny_clip.py")
+
+
+@pytest.fixture
+def shot(tmp_path):
+    """``shot(page_or_locator, name)``: a screenshot under this test's tmp_path (pytest keeps the last
+    three runs' folders), never a fixed name in the system temporary folder that parallel runs share."""
+    folder = tmp_path / "screens"
+    folder.mkdir(exist_ok=True)
+
+    def save(target, name: str) -> Path:
+        path = folder / f"{name}.png"
+        full_page = {"full_page": True} if hasattr(target, "goto") else {}  # a Page, not a Locator
+        target.screenshot(path=str(path), **full_page)
+        return path
+
+    return save

@@ -4,10 +4,9 @@ An annotator logs in, passes the training examples, rates five items with the ke
 (number keys and Enter), reloads and finds the progress kept and the same item held, undoes the
 last answer with the "u" key and changes it, then writes a caption in a writing campaign while the
 length counter follows; a curator then reads the vote count on the campaign's dashboard.
-Screenshots of the page on a desktop and a phone go to /tmp/annotate_*.png.
+Screenshots of the page on a desktop and a phone go under the test's tmp_path (the ``shot`` fixture).
 """
 import os
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -29,17 +28,12 @@ pytestmark = [
                        "(apt-get install chromium) to run the browser tests"),
 ]
 
-SHOTS = Path("/tmp")
 INSTRUCTIONS = """Read the caption and say whether it is **fluent English**.
 
 - *Fluent*: a sentence a careful writer could have written.
 - *Not fluent*: words missing, broken grammar.
 - <script>alert("instructions")</script> is shown as text.
 """
-
-
-def shot(page, name):
-    page.screenshot(path=str(SHOTS / f"annotate_{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -70,7 +64,7 @@ def wait_for_new_task(page, old: str):
         arg=old)
 
 
-def test_an_annotator_trains_rates_with_the_keyboard_undoes_and_writes(campaigns, live_server, browser, page):  # noqa: F811
+def test_an_annotator_trains_rates_with_the_keyboard_undoes_and_writes(campaigns, live_server, browser, page, shot):  # noqa: F811
     rating, writing = campaigns
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -227,7 +221,7 @@ def candidates_campaign(transactional_db, curator, annotator):  # noqa: F811 - t
                                     status="running", votes_per_item=1)
 
 
-def test_a_candidate_grid_is_rated_row_by_row_with_number_keys(candidates_campaign, live_server, page):  # noqa: F811
+def test_a_candidate_grid_is_rated_row_by_row_with_number_keys(candidates_campaign, live_server, page, shot):  # noqa: F811
     campaign = candidates_campaign
     log_in(page, live_server, "bob")
     page.goto(f"{live_server.url}/work/{campaign.pk}/")

@@ -24,7 +24,6 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
-SCREENS = Path(os.environ.get("CAPTIONLAB_SCREENS", "/tmp/screens"))
 
 # Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a thread
 # with a running loop unless told that it is safe (it is: the loop only drives the browser).
@@ -132,9 +131,7 @@ def celery_for_the_live_server():
 
 
 def shot(page, tmp_path, name):
-    SCREENS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
-    page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
 
 
 def log_in(page, live_server, username):

@@ -4,7 +4,7 @@ A curator launches a link-out campaign from its provider page and copies the pub
 participant arrives with PROLIFIC_PID, STUDY_ID and SESSION_ID, consents, does the training example
 and the tasks, gets the completion code and is redirected to the marketplace (intercepted here: no
 network); the curator approves the work and downloads the approvals CSV.
-Screenshots go to /tmp/linkout_*.png.
+Screenshots go under the test's tmp_path (the ``shot`` fixture).
 """
 import os
 from pathlib import Path
@@ -31,10 +31,6 @@ PID = "60ffe5c8371090c7041d43f8"
 DONE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
-def shot(page, name):
-    page.screenshot(path=f"/tmp/linkout_{name}.png", full_page=True)
-
-
 @pytest.fixture
 def campaign(transactional_db, curator):  # noqa: F811
     c = services.campaign_create(
@@ -59,7 +55,7 @@ def answer(page, value="fluent"):
         "old => { const p = document.querySelector('#task-panel'); return p && p.dataset.task !== old; }", arg=old)
 
 
-def test_a_participant_comes_from_the_marketplace_and_gets_the_code(campaign, live_server, browser, page):  # noqa: F811
+def test_a_participant_comes_from_the_marketplace_and_gets_the_code(campaign, live_server, browser, page, shot):  # noqa: F811
     log_in(page, live_server, "alice")
     page.goto(f"{live_server.url}/campaigns/{campaign.pk}/provider/")
     shot(page, "provider_draft")

@@ -4,8 +4,8 @@ Alice (curator) opens a fluency campaign that two raters have started to label, 
 from its page, presses Next round and waits for the round to finish (eager Celery runs it inside the
 request); more votes come in; she presses Next round again and reads the learning curve with two
 rounds and the rounds table with two rows. The trainer is the real "fluency-encoder" with its default
-config, as the campaign page starts it. The page is saved to /tmp/loop_curve.png (the chart alone to
-/tmp/loop_curve_chart.png, the campaign page's card to /tmp/loop_campaign_card.png).
+config, as the campaign page starts it. The page, the chart alone and the campaign page's card are saved
+under the test's tmp_path (the ``shot`` fixture).
 """
 import os
 import re
@@ -30,7 +30,6 @@ pytestmark = [
 ]
 
 ROUND = 300_000  # ms: eager Celery runs the whole round (train, compare, random arm, re-score) in the request
-SCREENSHOT = "/tmp/loop_curve.png"
 
 
 @pytest.fixture
@@ -44,9 +43,9 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
     return {"campaign": campaign, "truth": truth, "raters": raters}
 
 
-def test_a_curator_starts_a_loop_runs_two_rounds_and_reads_the_learning_curve(setup, live_server, page):  # noqa: F811
+def test_a_curator_starts_a_loop_runs_two_rounds_and_reads_the_learning_curve(setup, live_server, page, shot):  # noqa: F811
     try:
-        walk_through(setup, live_server, page)
+        walk_through(setup, live_server, page, shot)
     finally:
         connections.close_all()  # ORM calls ran while Playwright's loop was running (see test_release_browser)
 
@@ -60,7 +59,7 @@ def next_round(page, loop, number: int) -> LoopRound:  # noqa: F811 - the page f
     return round_
 
 
-def walk_through(setup, live_server, page):  # noqa: F811
+def walk_through(setup, live_server, page, shot):  # noqa: F811
     campaign = setup["campaign"]
     log_in(page, live_server, "alice")
     page.goto(f"{live_server.url}{reverse('campaign-detail', args=[campaign.pk])}")
@@ -70,7 +69,7 @@ def walk_through(setup, live_server, page):  # noqa: F811
     assert card.locator("h2").inner_text() == "Learning loop"
     assert card.locator("select[name=sampler]").input_value() == "hybrid"
     card.locator("input[name=batch_size]").fill("20")
-    card.screenshot(path="/tmp/loop_campaign_card.png")
+    shot(card, "loop_campaign_card")
     with page.expect_navigation(url=re.compile(r".*/models/loops/\d+/$")):
         card.locator("button[data-role=start-loop]").click()
     loop = LearningLoop.objects.get(campaign=campaign)
@@ -100,5 +99,5 @@ def walk_through(setup, live_server, page):  # noqa: F811
     assert f"the random arm trains on {second.labels_used} labels" in page.locator("[data-role=random-arm]").inner_text()
     assert page.locator("svg.loop-quality").is_visible()
     assert page.locator("#loop-live").get_attribute("hx-get") is None  # nothing open: no polling
-    page.screenshot(path=SCREENSHOT, full_page=True)
-    curve.screenshot(path="/tmp/loop_curve_chart.png")
+    shot(page, "loop_curve")
+    shot(curve, "loop_curve_chart")

@@ -6,8 +6,8 @@ baselines, activates it, re-runs a pipeline with the "fluency" filter and sees s
 run said "na", trains two captioners with two strategies (all captions; weighted loss, whose fluency
 scores come from the classifier she just activated) on a frozen release of generated images, compares
 them on the metrics page, and launches a relevance+fluency campaign over their outputs. Hyper-parameters
-are tiny and typed into the form, so every run trains in seconds on a CPU. Screenshots go to
-/tmp/modeling_*.png.
+are tiny and typed into the form, so every run trains in seconds on a CPU. Screenshots go under
+the test's tmp_path (the ``shot`` fixture).
 """
 import json
 import os
@@ -52,10 +52,6 @@ CAPTIONER_EXTRA = {"min_count": 1, "min_train_captions": 1, "min_vocabulary": 1,
                    "dropout": 0.0, "heads": 2, "layers": 1, "beam_size": 4}
 
 
-def shot(page, name: str) -> None:
-    page.screenshot(path=f"/tmp/modeling_{name}.png", full_page=True)
-
-
 @pytest.fixture
 def setup(transactional_db, django_user_model, settings, eager_celery):
     # Everything in the database before the browser starts (see the browser fixture's note).
@@ -86,9 +82,9 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
 
 
 def test_a_curator_trains_activates_filters_trains_captioners_compares_and_launches_an_evaluation(
-        setup, live_server, page):  # noqa: F811
+        setup, live_server, page, shot):  # noqa: F811
     try:
-        walk_through(setup, live_server, page)
+        walk_through(setup, live_server, page, shot)
     finally:
         # ORM calls ran while Playwright's loop was running: close that connection (see test_release_browser).
         connections.close_all()
@@ -129,7 +125,7 @@ def metric_rows(page) -> dict:
             for i in range(rows.count())}
 
 
-def walk_through(setup, live_server, page):  # noqa: F811
+def walk_through(setup, live_server, page, shot):  # noqa: F811
     campaign, release = setup["campaign"], setup["release"]
     log_in(page, live_server, "alice")
     page.click("nav >> text=Models")

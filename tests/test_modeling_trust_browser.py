@@ -2,14 +2,13 @@
 spread over the epoch for a generator trainer, the lr schedule, the references warning, the capped
 evaluation, the log polled live), the compare page (three long-named runs whose third column scrolls
 into view in its card; two run groups of one config reported "not distinguishable"), a group's page and
-the registry's "not usable" badge. Screenshots go to /tmp/screens22/.
+the registry's "not usable" badge. Screenshots go under the test's tmp_path (the ``shot`` fixture).
 
 Alice (curator) reads pages of runs trained before the browser starts, with the engine's tiny test
 trainers, so the whole walk takes seconds.
 """
 import os
 import re
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
@@ -30,13 +29,7 @@ pytestmark = [
                        "(apt-get install chromium) to run the browser tests"),
 ]
 
-SCREENS = Path("/tmp/screens22")
 LONG = "captioner transformer, weighted loss, cached CLIP features, seed sweep"
-
-
-def shot(page, name: str) -> None:
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -71,14 +64,14 @@ def setup(transactional_db, django_user_model, settings):
     return {"gen": gen, "a": group_a, "b": group_b, "running": running}
 
 
-def test_run_and_compare_pages_at_1366_px(setup, live_server, laptop):
+def test_run_and_compare_pages_at_1366_px(setup, live_server, laptop, shot):
     try:
-        walk(setup, live_server, laptop)
+        walk(setup, live_server, laptop, shot)
     finally:
         connections.close_all()  # ORM calls ran while Playwright's loop was running
 
 
-def walk(setup, live_server, page):
+def walk(setup, live_server, page, shot):
     log_in(page, live_server, "alice")
     gen, a, b = setup["gen"], setup["a"], setup["b"]
 

@@ -602,7 +602,11 @@ def test_the_what_if_leaves_overridden_decisions_alone(alice_client, run):
 def test_the_what_if_counts_with_aggregates_not_rows(alice_client, run, django_assert_max_num_queries):
     url = reverse("run-step-histogram", args=[run.pk, WORDS])
     with django_assert_max_num_queries(12):
-        alice_client.get(url, {"th_min_words": "2"}, HTTP_HX_REQUEST="true")
+        response = alice_client.get(url, {"th_min_words": "2"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" not in html and 'id="histogram-chart"' in html  # the fragment, with its counts
+    assert 'data-role="to-drop">0<' in html and 'data-role="to-keep">1<' in html  # "two cats" would be kept
 
 
 def test_the_histogram_page_works_without_htmx(alice_client, run):
@@ -610,9 +614,14 @@ def test_the_histogram_page_works_without_htmx(alice_client, run):
     assert "<html" in html and "kept items would be dropped" in html
 
 
-def test_the_step_page_is_not_slower_with_more_decisions(alice_client, run, django_assert_max_num_queries):
+def test_the_step_page_shows_its_kept_decisions_in_a_fixed_number_of_queries(alice_client, run,
+                                                                               django_assert_max_num_queries):
     with django_assert_max_num_queries(20):
-        alice_client.get(reverse("run-step", args=[run.pk, WORDS]), {"tab": "keep"})
+        response = alice_client.get(reverse("run-step", args=[run.pk, WORDS]), {"tab": "keep"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" in html and len(rows_of(html)) == 4  # the four kept captions, each a row
+    assert "a dog on a beach" in html and "two cats" not in html  # kept shown, dropped not
 
 
 # --- The charts on their own ------------------------------------------------------------------------

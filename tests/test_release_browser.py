@@ -3,7 +3,7 @@
 Carol (admin) opens Releases from the menu, creates a release of a small collection with a
 human-verified test split (a quality campaign's 2+ GOOD votes mark captions verified), freezes
 it, reads the counts and the dataset card, exports it in every format and downloads one file,
-whose bytes hash to the export's sha256. Screenshots go to /tmp/release_*.png.
+whose bytes hash to the export's sha256. Screenshots go under the test's tmp_path (the ``shot`` fixture).
 """
 import hashlib
 import os
@@ -27,10 +27,6 @@ pytestmark = [
 ]
 
 
-def shot(page, name: str) -> None:
-    page.screenshot(path=f"/tmp/release_{name}.png", full_page=True)
-
-
 @pytest.fixture
 def setup(transactional_db, django_user_model, settings, eager_celery):
     # Everything in the database before the browser starts (see the browser fixture's note).
@@ -43,16 +39,16 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
 
 
 def test_an_admin_freezes_a_release_with_a_verified_test_split_exports_every_format_and_downloads(
-        setup, live_server, page, tmp_path):  # noqa: F811
+        setup, live_server, page, tmp_path, shot):  # noqa: F811
     try:
-        walk_through(setup, live_server, page, tmp_path)
+        walk_through(setup, live_server, page, tmp_path, shot)
     finally:
         # The ORM calls above ran while Playwright's loop was running: Django kept their connection
         # in a separate async-context slot; close it here, or it blocks dropping the test database.
         connections.close_all()
 
 
-def walk_through(setup, live_server, page, tmp_path):  # noqa: F811
+def walk_through(setup, live_server, page, tmp_path, shot):  # noqa: F811
     collection, campaign = setup
     log_in(page, live_server, "carol")
     page.click("nav >> text=Releases")

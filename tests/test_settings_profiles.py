@@ -1,7 +1,8 @@
 """The settings profiles, each loaded in a fresh process with a clean environment.
 
 * production: `check --deploy` reports nothing with a strong key; no SECRET_KEY (or no
-  ALLOWED_HOSTS) refuses to start with a message that names it;
+  ALLOWED_HOSTS), a known-weak or short key, or DEBUG=true refuses to start with a message that names it;
+  gunicorn binds loopback unless GUNICORN_BIND says otherwise;
 * development (the default): SQLite in CAPTIONLAB_VAR_DIR and Celery eager with no DATABASE_URL /
   REDIS_URL; PostgreSQL and a broker when they are given.
 """
@@ -100,12 +101,28 @@ def test_production_refuses_to_start_without_allowed_hosts(production_env):
     assert "ALLOWED_HOSTS" in proc.stderr
 
 
-def test_production_check_deploy_catches_a_weak_key_and_debug(production_env):
-    # The check itself works: a short key and DEBUG on are both reported.
-    weak = manage({**production_env, "SECRET_KEY": "too-short"}, "check", "--deploy", "--fail-level", "WARNING")
-    assert weak.returncode != 0 and "security.W009" in weak.stdout + weak.stderr
-    debug = manage({**production_env, "DEBUG": "true"}, "check", "--deploy", "--fail-level", "WARNING")
-    assert debug.returncode != 0 and "security.W018" in debug.stdout + debug.stderr
+@pytest.mark.parametrize("key", ["changeme", "secret", "django-insecure-" + "x1" * 30, "too-short", "a" * 60])
+def test_production_refuses_a_known_weak_or_short_secret_key(production_env, key):
+    proc = manage({**production_env, "SECRET_KEY": key}, "check")
+    assert proc.returncode != 0 and "SECRET_KEY is" in proc.stderr and "refuses it" in proc.stderr
+
+
+def test_production_refuses_debug(production_env):
+    proc = manage({**production_env, "DEBUG": "true"}, "check")
+    assert proc.returncode != 0 and "DEBUG=true is refused" in proc.stderr
+
+
+def test_development_keeps_any_key_and_debug(clean_env):
+    values = load_settings({**clean_env, "SECRET_KEY": "changeme", "DEBUG": "true"})
+    assert values["secret_key"] == "changeme" and values["debug"] is True
+
+
+def test_gunicorn_binds_loopback_unless_told_otherwise():
+    conf = ROOT / "captionlab" / "gunicorn.conf.py"
+    code = f"import runpy; print(runpy.run_path({str(conf)!r})['bind'])"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    assert run([sys.executable, "-c", code], env).stdout.strip() == "127.0.0.1:8000"
+    assert run([sys.executable, "-c", code], {**env, "GUNICORN_BIND": "0.0.0.0:9000"}).stdout.strip() == "0.0.0.0:9000"
 
 
 def test_production_settings(production_env):

@@ -1,8 +1,8 @@
 """The training engine: one generic loop that every trainer (modeling/trainers/) runs under.
 
-    runs.py         create_run (validated), enqueue, retry, cancel
+    runs.py         create_run (validated), enqueue, retry (also of a worker-lost run), cancel
     device.py       pick_device, describe_device, seed_everything, epoch_seed, is_oom
-    progress.py     the run row's live fields and log (_Progress), or none (Quiet)
+    progress.py     the run row's live fields and log (_Progress), or none (Quiet); the heartbeat and worker_lost
     checkpoints.py  checkpoints in storage: save, load, list
     schedule.py     the learning-rate schedule (constant, cosine with warm-up, the seed's step decay)
     loop.py         the epoch loop: batches, mixed precision, validation, OOM retry, early stopping, best epoch
@@ -28,8 +28,9 @@ from .driver import MAX_ATTEMPTS, train  # noqa: F401
 from .fit import fit_in_memory, setup_model  # noqa: F401
 from .loop import POINTS_PER_EPOCH, LoopState, _run_epoch, _validate, restore_best, run_epochs  # noqa: F401
 from .progress import PROGRESS_EVERY_S, Quiet, _Cancelled, _Progress  # noqa: F401
-from .runs import cancel, create_run, enqueue, retry  # noqa: F401
+from .progress import worker_lost  # noqa: F401
+from .runs import cancel, create_run, enqueue, retry, retryable  # noqa: F401
 
-__all__ = ["train", "create_run", "enqueue", "retry", "cancel", "pick_device", "describe_device", "seed_everything",
+__all__ = ["train", "create_run", "enqueue", "retry", "retryable", "worker_lost", "cancel", "pick_device", "describe_device", "seed_everything",
            "epoch_seed", "is_oom", "fit_in_memory", "cross_validate", "list_checkpoints", "load_checkpoint",
            "save_checkpoint", "load_version", "active_version", "activate", "TrainingError", "Kind"]

@@ -27,7 +27,7 @@ from .cv import cross_validate, folds_wanted
 from .device import describe_device, pick_device, seed_everything
 from .fit import setup_model
 from .loop import LoopState, restore_best, run_epochs, select_best
-from .progress import _Cancelled, _Progress
+from .progress import _Cancelled, _Progress, heartbeat
 
 logger = logging.getLogger("modeling.engine")
 
@@ -48,7 +48,8 @@ def train(run_id: int, echo=None) -> TrainingRun:
         if run.attempts > MAX_ATTEMPTS:
             raise TrainingError(f"Gave up after {MAX_ATTEMPTS} attempts (the worker kept stopping).",
                                 code="too_many_attempts")
-        _train(run, progress)
+        with heartbeat(run.pk):
+            _train(run, progress)
     except _Cancelled:
         progress.log("Cancelled.")
         progress.flush(force=True)

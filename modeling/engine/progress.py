@@ -1,10 +1,19 @@
 """Live progress: the run row's fields and log, written at most about once a second, and the check
-that the run was cancelled meanwhile. ``Quiet`` stands in where there is no run row (fit_in_memory)."""
+that the run was cancelled meanwhile. ``Quiet`` stands in where there is no run row (fit_in_memory).
+
+The run's ``heartbeat_at`` is written with every progress write and, from a thread (``heartbeat``), every
+HEARTBEAT_EVERY_S while the worker lives, so phases without progress writes (data preparation, evaluation)
+still beat; a running run without a beat for ``TRAINING_WORKER_LOST_AFTER_S`` lost its worker (``worker_lost``)."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from datetime import timedelta
 
+from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from ..models import TrainingRun
@@ -52,10 +61,49 @@ class _Progress:
             self.log_lines = []
             fields["log"] = self.run.log
         self.fields = {}
-        if fields:
-            TrainingRun.objects.filter(pk=self.run.pk).exclude(status=TrainingRun.Status.CANCELLED).update(**fields)
+        fields["heartbeat_at"] = timezone.now()
+        TrainingRun.objects.filter(pk=self.run.pk).exclude(status=TrainingRun.Status.CANCELLED).update(**fields)
         return TrainingRun.objects.filter(pk=self.run.pk).values_list("status", flat=True).first() != \
             TrainingRun.Status.CANCELLED
+
+
+HEARTBEAT_EVERY_S = 15.0
+LIVE = (TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATING)
+
+
+def lost_after() -> timedelta:
+    return timedelta(seconds=float(getattr(settings, "TRAINING_WORKER_LOST_AFTER_S", 120)))
+
+
+def worker_lost(run: TrainingRun, now=None) -> bool:
+    """True for a running (or evaluating) run whose worker has not beaten for ``lost_after()``."""
+    last = run.heartbeat_at or run.started_at
+    if run.status not in LIVE or last is None:
+        return False
+    return (now or timezone.now()) - last > lost_after()
+
+
+@contextlib.contextmanager
+def heartbeat(run_id: int, every: float = HEARTBEAT_EVERY_S):
+    """Beat for the run from a thread while the block runs: the beat stops only when the process does."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                TrainingRun.objects.filter(pk=run_id, status__in=LIVE).update(heartbeat_at=timezone.now())
+        except Exception:  # noqa: BLE001 - a missed beat must not stop the training; the page will say so
+            logger.warning("run %s: heartbeat stopped", run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-run-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class Quiet:

@@ -9,6 +9,7 @@ from ..models import Kind, TrainingRun
 from ..trainers import get_trainer
 from ..trainers.base import TrainingError
 from . import schedule
+from .progress import worker_lost
 
 # config key -> smallest allowed whole number
 WHOLE_NUMBERS = {"epochs": 1, "batch_size": 1, "min_batch_size": 1, "checkpoint_every": 1,
@@ -63,10 +64,15 @@ def enqueue(run: TrainingRun) -> None:
     transaction.on_commit(lambda: train_task.delay(run.pk))
 
 
+def retryable(run: TrainingRun) -> bool:
+    """Failed, cancelled, or running on a worker that stopped beating (progress.worker_lost)."""
+    return run.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED) or worker_lost(run)
+
+
 def retry(run: TrainingRun) -> TrainingRun:
-    """Queue a failed or cancelled run again; it continues from its last checkpoint."""
+    """Queue a failed, cancelled or worker-lost run again; it continues from its last checkpoint."""
     TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.QUEUED, error="", attempts=0,
-                                                  finished_at=None)
+                                                  finished_at=None, heartbeat_at=None)
     run.refresh_from_db()
     enqueue(run)
     return run

@@ -168,7 +168,6 @@ def test_aggregate_prints_agreement_and_label_counts(make_campaign, bob, monkeyp
 
 
 def test_aggregate_runs_the_real_aggregation(make_campaign, django_user_model):
-    pytest.importorskip("annotation.aggregation")
     users = make_annotators(django_user_model, 3)
     campaign = make_campaign("quality", members=users, votes_per_item=3)
     for user in users:

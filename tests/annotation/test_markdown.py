@@ -1,5 +1,5 @@
 """Safe Markdown (annotation.markdown.render_markdown): Markdown renders, raw HTML is text, links
-keep only http, https and mailto addresses."""
+keep only http, https and mailto addresses, images load only from the platform's own origin."""
 from django.utils.safestring import SafeString
 
 from annotation.markdown import render_markdown
@@ -30,9 +30,15 @@ def test_links_keep_only_http_https_and_mailto():
     assert 'rel="noopener noreferrer nofollow"' in html
 
 
-def test_images_need_an_http_address():
-    html = render_markdown("![ok](https://example.org/a.png) ![no](data:image/png;base64,AAAA) ![rel](a.png)")
-    assert '<img src="https://example.org/a.png" alt="ok">' in html
+def test_images_load_only_from_the_platform_and_others_become_links(settings):
+    settings.PUBLIC_BASE_URL = "https://captions.example.edu"
+    html = render_markdown("![ok](/media/images/3/file) ![own](https://captions.example.edu/media/images/4/file) "
+                           "![pixel](https://tracker.example.org/p.gif) ![proto](//tracker.example.org/p.gif) "
+                           "![no](data:image/png;base64,AAAA) ![rel](a.png)")
+    assert '<img src="/media/images/3/file" alt="ok">' in html
+    assert '<img src="https://captions.example.edu/media/images/4/file" alt="own">' in html
+    assert html.count("<img") == 2 and "tracker.example.org/p.gif\" alt" not in html
+    assert '<a href="https://tracker.example.org/p.gif" rel="noopener noreferrer nofollow">pixel</a>' in html
     assert "data:" not in html and 'src="a.png"' not in html
 
 

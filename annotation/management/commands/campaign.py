@@ -11,7 +11,6 @@ argument stops with a CommandError that says what to fix.
 """
 from __future__ import annotations
 
-import csv
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -21,15 +20,11 @@ from annotation import services
 from annotation.kinds import KINDS
 from annotation.models import Campaign, Membership, Task, Vote
 from curation.models import Caption, Collection
+from captionlab import csv_safe
 
 STATUSES = [Campaign.Status.RUNNING, Campaign.Status.PAUSED, Campaign.Status.FINISHED]
 EXPORT_COLUMNS = ["vote", "task", "role", "image", "caption", "worker", "worker_name", "worker_blocked", "label",
                   "value", "correct", "seconds", "edits", "created_at", "updated_at"]
-
-
-def _spreadsheet_safe(text: str) -> str:
-    """A cell a spreadsheet will not run as a formula (a worker's name could start with '=')."""
-    return "'" + text if text and text[0] in "=+-@\t\r" else text
 
 
 class Command(BaseCommand):
@@ -201,13 +196,13 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot write {out}: {exc}") from None
         n = 0
         try:
-            writer = csv.writer(fh)
+            writer = csv_safe.writer(fh)
             writer.writerow(EXPORT_COLUMNS)
             for vote in votes.iterator(chunk_size=2000):
                 label = kind.label_of(vote.value)
                 writer.writerow([vote.pk, vote.task_id, vote.role, vote.task.image_id, vote.task.caption_id or "",
-                                 vote.worker_id, _spreadsheet_safe(str(vote.worker)),
-                                 int(vote.worker_id in blocked), "" if label is None else _spreadsheet_safe(str(label)),
+                                 vote.worker_id, str(vote.worker),
+                                 int(vote.worker_id in blocked), "" if label is None else str(label),
                                  json.dumps(vote.value, ensure_ascii=False, sort_keys=True),
                                  "" if vote.correct is None else int(vote.correct), f"{vote.seconds:.3f}",
                                  vote.n_edits, vote.created_at.isoformat(), vote.updated_at.isoformat()])

@@ -1,0 +1,40 @@
+"""Request guards that apply to every page and API endpoint."""
+import re
+
+from django.http import HttpResponseBadRequest, JsonResponse
+from django.template.loader import render_to_string
+
+# C0 controls and DEL. Tab, LF and CR stay allowed: a textarea posts them, and a query string
+# carrying one is harmless. NUL is the one PostgreSQL refuses outright (a 500 before this guard);
+# the others are refused too because no field of the platform means them and they hide text.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+MESSAGE = "The request contains a NUL or another control character in '{name}'; remove it and try again."
+
+
+def _first_bad_field(querydict) -> str | None:
+    for key, values in querydict.lists():
+        if _CONTROL.search(key) or any(_CONTROL.search(value) for value in values):
+            return _CONTROL.sub("?", key)
+    return None
+
+
+class ControlCharacterMiddleware:
+    """Answers 400 with a message when a query parameter or a form field holds a control character.
+
+    Only url-encoded form bodies are read: a multipart body may be a 2 GB import, and its text
+    fields reach the database through forms and serializers that refuse NUL themselves.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        bad = _first_bad_field(request.GET)
+        if bad is None and request.content_type == "application/x-www-form-urlencoded":
+            bad = _first_bad_field(request.POST)
+        if bad is None:
+            return self.get_response(request)
+        message = MESSAGE.format(name=bad)
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=400)
+        return HttpResponseBadRequest(render_to_string("400.html", {"message": message}, request=request))
