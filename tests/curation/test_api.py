@@ -112,3 +112,23 @@ def test_the_openapi_schema_and_docs_page_are_served_without_a_cdn(client, alice
     html = docs.content.decode()
     assert docs.status_code == 200 and "swagger-ui" in html
     assert "cdn." not in html and "unpkg" not in html and "jsdelivr" not in html
+
+
+def test_an_anonymous_visitor_of_the_api_docs_is_sent_to_the_login_page(client):
+    for path in ("/api/docs/", "/api/redoc/"):
+        response = client.get(path)
+        assert response.status_code == 302 and response["Location"].startswith(f"/accounts/login/?next={path}")
+
+
+def test_redoc_is_served_offline_from_the_sidecar_without_google_fonts(client, alice):
+    client.force_login(alice)
+    response = client.get("/api/redoc/")
+    html = response.content.decode()
+    assert response.status_code == 200 and "/static/drf_spectacular_sidecar/redoc/" in html
+    assert "googleapis" not in html and "gstatic" not in html and "cdn." not in html
+    assert "<script>" not in html  # an inline script would need the nonce
+
+
+def test_a_curator_finds_the_api_docs_in_the_navigation(client, alice):
+    client.force_login(alice)
+    assert 'href="/api/docs/">API docs</a>' in client.get("/").content.decode()
