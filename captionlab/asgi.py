@@ -4,3 +4,8 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 application = get_asgi_application()
+
+# The embedded default (no REDIS_URL): queued jobs run in this process's thread pool, not in the request.
+from captionlab import inprocess  # noqa: E402
+
+inprocess.enable()

@@ -6,7 +6,9 @@ from celery.signals import celeryd_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 
-app = Celery("captionlab")
+# Tasks use captionlab.inprocess.InProcessTask: without a broker, the web process runs them in a
+# small thread pool instead of inside the request (captionlab/inprocess.py).
+app = Celery("captionlab", task_cls="captionlab.inprocess:InProcessTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

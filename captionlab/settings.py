@@ -150,9 +150,31 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # WAL: pages keep reading while a background job (captionlab/inprocess.py) writes; IMMEDIATE:
+    # a transaction takes the write lock when it begins and waits up to `timeout` s for it, instead
+    # of failing with "database is locked" when it upgrades from reading to writing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    # PostgreSQL connections come from a pool per process (Django's psycopg 3 pool): a thread takes
+    # one for a request or a task and gives it back, so a process holds at most DB_POOL_MAX_SIZE
+    # connections however many threads it runs, keeps DB_POOL_MIN_SIZE open when idle, and closes
+    # the rest after DB_POOL_MAX_IDLE seconds unused. A whole instance holds at most
+    # (gunicorn workers + Celery worker processes + beat) x DB_POOL_MAX_SIZE; idle, about one per
+    # process (README, "Database connections"). DB_POOL=false: one connection per thread kept
+    # CONN_MAX_AGE seconds instead.
+    if env.bool("DB_POOL", default=True):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("DB_POOL_MIN_SIZE", default=1),
+            "max_size": env.int("DB_POOL_MAX_SIZE", default=8),
+            "max_idle": env.float("DB_POOL_MAX_IDLE", default=60.0),
+            "timeout": env.float("DB_POOL_TIMEOUT", default=20.0),
+        }
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+    else:
+        DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 USING_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 
@@ -294,6 +316,9 @@ REDIS_URL = env.str("REDIS_URL", default="")
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = REDIS_URL or None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Without REDIS_URL the web process runs queued jobs in this many background threads
+# (captionlab/inprocess.py): pages return at once and the progress bars move. 0: inside the request.
+CELERY_INPROCESS_WORKERS = env.int("CELERY_INPROCESS_WORKERS", default=2)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {

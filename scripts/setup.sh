@@ -44,9 +44,15 @@ req_hash="$(hash_files requirements.txt requirements-dev.txt)"
 if [ -f "$REQ_STAMP" ] && [ "$(cat "$REQ_STAMP")" = "$req_hash" ]; then
     say "Python packages up to date (requirements unchanged)"
 else
-    say "installing Python packages from requirements-dev.txt"
+    # pip's own progress, one line per package with a running count and each download's size
+    # (a first install is about 150 packages and 2.5 GB in .venv, torch the largest: minutes).
+    total="$(grep -hE '^[A-Za-z0-9]' requirements.txt requirements-dev.txt | wc -l | tr -d ' ')"
+    say "installing Python packages from requirements-dev.txt ($total pinned here, ~150 with their dependencies, ~2.5 GB)"
     rm -f "$REQ_STAMP"
-    "$VPY" -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+    "$VPY" -m pip install --disable-pip-version-check --progress-bar off -r requirements-dev.txt 2>&1 \
+        | awk '/^(Collecting|Requirement already satisfied)/ { n++; printf "[setup]   %4d  %s\n", n, $0; fflush(); next }
+               /Downloading|^Installing collected|^Successfully installed|^ERROR|error:/ { print "[setup]         " $0; fflush() }'
+    say "Python packages installed: .venv is $(du -sh "$VENV" 2>/dev/null | cut -f1)"
     echo "$req_hash" > "$REQ_STAMP"
 fi
 

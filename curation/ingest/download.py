@@ -5,7 +5,10 @@ http(s), the host must resolve only to global addresses (no loopback, private, l
 metadata, multicast or reserved ranges) unless its network is listed in
 DOWNLOAD_ALLOWED_PRIVATE_NETWORKS, and the connection goes to the address that was checked, so a
 DNS answer that changes between check and connect (rebinding) cannot redirect it. The body is read
-in chunks up to DOWNLOAD_MAX_BYTES within DOWNLOAD_TIMEOUT seconds overall.
+in chunks up to DOWNLOAD_MAX_BYTES within DOWNLOAD_TIMEOUT seconds overall: the deadline is a
+wall clock for the whole response (headers and body of every hop), enforced by a watchdog that
+shuts the socket down when it passes, so a server trickling one byte a second cannot hold a worker
+slot past it (a per-read socket timeout alone would reset with every byte).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import ipaddress
 import re
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -102,6 +106,29 @@ def resolve_public(host: str, port: int) -> str:
     return addresses[0]
 
 
+class _Watchdog:
+    """Shuts a connection's socket down at a wall-clock deadline; ``fired`` says whether it did."""
+
+    def __init__(self, conn, seconds: float):
+        self.fired = False
+        self._conn = conn
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self):
+        self.fired = True
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self):
+        self._timer.cancel()
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host, port, address, timeout):
         super().__init__(host, port, timeout=timeout)
@@ -133,6 +160,7 @@ def fetch(url: str, *, max_bytes: int | None = None, timeout: float | None = Non
         conn_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
         remaining = max(deadline - time.monotonic(), 0.1)
         conn = conn_class(host, port, address, timeout=min(remaining, timeout))
+        watchdog = _Watchdog(conn, remaining)
         try:
             conn.request("GET", target, headers={"User-Agent": USER_AGENT, "Accept": "image/*"})
             response = conn.getresponse()
@@ -151,18 +179,23 @@ def fetch(url: str, *, max_bytes: int | None = None, timeout: float | None = Non
             while True:
                 if time.monotonic() > deadline:
                     raise RowError("timeout", f"download took longer than {timeout:g} s")
-                chunk = response.read(64 * 1024)
+                chunk = response.read1(64 * 1024)
                 if not chunk:
                     break
                 size += len(chunk)
                 if size > max_bytes:
                     raise RowError("too_large", f"image is larger than the {max_bytes}-byte limit")
                 chunks.append(chunk)
+            if watchdog.fired:
+                raise RowError("timeout", f"download took longer than {timeout:g} s")
             return Fetched(url=url, data=b"".join(chunks), content_type=response.getheader("Content-Type", ""))
         except (socket.timeout, TimeoutError):
             raise RowError("timeout", f"no answer within {timeout:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
+            if watchdog.fired:
+                raise RowError("timeout", f"download took longer than {timeout:g} s") from None
             raise RowError("network_error", f"{type(exc).__name__}: {exc}") from None
         finally:
+            watchdog.cancel()
             conn.close()
     raise RowError("too_many_redirects", f"more than {settings.DOWNLOAD_MAX_REDIRECTS} redirects")

@@ -27,6 +27,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", value)
             self.end_headers()
+        elif kind == "trickle":
+            # One byte at a time, each well inside any per-read timeout: only a wall clock stops it.
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.end_headers()
+            try:
+                for byte in JPEG[: int(value * 10)]:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
         elif kind == "slow":
             self.send_response(200)
             self.send_header("Content-Type", "image/jpeg")
@@ -127,6 +139,18 @@ def test_a_download_slower_than_the_timeout_is_abandoned(server, allow_local):
         download.fetch(f"{base}/slow.jpg", timeout=0.5)
     assert err.value.code == "timeout"
     assert time.monotonic() - start < 2.5
+
+
+def test_a_server_trickling_bytes_is_stopped_at_the_wall_clock_deadline(server, allow_local):
+    base, routes = server
+    routes["/trickle.jpg"] = ("trickle", 20)  # 20 s of one byte per 0.1 s
+    start = time.monotonic()
+    with pytest.raises(RowError) as err:
+        download.fetch(f"{base}/trickle.jpg", timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert err.value.code == "timeout"
+    assert "longer than 1 s" in err.value.message
+    assert elapsed < 2.0, f"the download held the slot {elapsed:.1f} s against a 1 s deadline"
 
 
 @pytest.mark.django_db

@@ -18,8 +18,8 @@ def image():
     return img
 
 
-def test_a_verified_image_is_served_inline_with_its_type_and_nosniff(client, bob, image):
-    client.force_login(bob)
+def test_a_verified_image_is_served_inline_with_its_type_and_nosniff(client, alice, image):
+    client.force_login(alice)
     response = client.get(f"/media/images/{image.pk}/file")
     assert response.status_code == 200
     assert response["Content-Type"] == "image/png"
@@ -44,3 +44,36 @@ def test_anonymous_users_and_users_without_a_role_get_no_image(client, dave, ima
     assert client.get(f"/media/images/{image.pk}/file").status_code == 302
     client.force_login(dave)
     assert client.get(f"/media/images/{image.pk}/file").status_code == 403
+
+
+def _campaign_holding(image, name, **fields):
+    from annotation.models import Campaign, Task
+
+    campaign = Campaign.objects.create(name=name, kind="fluency", collection=image.collection, **fields)
+    Task.objects.create(campaign=campaign, image=image)
+    return campaign
+
+
+def test_an_annotator_sees_an_image_only_through_a_campaign_they_work_in(client, bob, image):
+    from annotation.models import Membership
+    from annotation.routing import worker_for_user
+
+    client.force_login(bob)
+    assert client.get(f"/media/images/{image.pk}/file").status_code == 403  # in no campaign at all
+    campaign = _campaign_holding(image, "rate these")
+    assert client.get(f"/media/images/{image.pk}/thumb").status_code == 403  # not a member of it
+    membership = Membership.objects.create(campaign=campaign, worker=worker_for_user(bob))
+    assert client.get(f"/media/images/{image.pk}/file").status_code == 200
+    membership.blocked = True
+    membership.save(update_fields=["blocked"])
+    assert client.get(f"/media/images/{image.pk}/file").status_code == 403
+
+
+def test_a_running_campaign_open_to_every_annotator_shows_its_images_to_any_annotator(client, bob, image):
+    from annotation.models import Campaign
+
+    client.force_login(bob)
+    campaign = _campaign_holding(image, "open one", open_to_all=True)
+    assert client.get(f"/media/images/{image.pk}/file").status_code == 403  # still a draft
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.RUNNING)
+    assert client.get(f"/media/images/{image.pk}/file").status_code == 200
