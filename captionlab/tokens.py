@@ -3,9 +3,50 @@ token, so the old key is refused at once and the next ``/api/auth/token/`` call 
 
 Connected in CaptionLabConfig.ready() to the user model's saves, the only place every path that changes a
 password (the admin, ``changepassword``, ``set_password`` in code) goes through.
+
+Optionally tokens also expire: with ``API_TOKEN_MAX_AGE_DAYS`` > 0 a token older than that is refused
+(and deleted) by ``ExpiringTokenAuthentication``, and ``/api/auth/token/`` hands out a fresh one.
 """
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth.hashers import check_password
+from django.utils import timezone
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.authtoken.models import Token
+
+
+def max_age() -> timedelta | None:
+    days = float(getattr(settings, "API_TOKEN_MAX_AGE_DAYS", 0) or 0)
+    return timedelta(days=days) if days > 0 else None
+
+
+def expired(token: Token) -> bool:
+    limit = max_age()
+    return limit is not None and token.created < timezone.now() - limit
+
+
+def token_for(user) -> Token:
+    """The user's token; a new one when the stored one has expired."""
+    token, _created = Token.objects.get_or_create(user=user)
+    if expired(token):
+        token.delete()
+        token = Token.objects.create(user=user)
+    return token
+
+
+class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication, refusing tokens older than API_TOKEN_MAX_AGE_DAYS."""
+
+    def authenticate_credentials(self, key):
+        user, token = super().authenticate_credentials(key)
+        if expired(token):
+            token.delete()
+            raise AuthenticationFailed(
+                f"This API token expired (tokens last {settings.API_TOKEN_MAX_AGE_DAYS:g} days); "
+                "get a new one from /api/auth/token/.")
+        return user, token
 
 
 def _credentials_changed(user, old: dict) -> bool:

@@ -46,3 +46,31 @@ def test_a_login_or_a_re_hash_of_the_same_password_keeps_the_token(alice):
     alice.set_password("alice-pw-123")  # what a login does when the hasher's parameters changed
     alice.save(update_fields=["password"])
     assert collections_with(old) == 200
+
+
+def test_with_a_maximum_age_an_old_token_is_refused_and_a_new_one_issued(alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.API_TOKEN_MAX_AGE_DAYS = 30
+    old = token_for("alice", "alice-pw-123")
+    assert collections_with(old) == 200
+    Token.objects.filter(key=old).update(created=timezone.now() - timedelta(days=31))
+    response = APIClient(HTTP_AUTHORIZATION=f"Token {old}").get("/api/collections/")
+    assert response.status_code in (401, 403) and "expired" in response.json()["detail"]
+    assert not Token.objects.filter(key=old).exists()
+    new = token_for("alice", "alice-pw-123")
+    assert new != old and collections_with(new) == 200
+
+
+def test_without_a_maximum_age_tokens_do_not_expire(alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.API_TOKEN_MAX_AGE_DAYS = 0
+    key = token_for("alice", "alice-pw-123")
+    Token.objects.filter(key=key).update(created=timezone.now() - timedelta(days=3650))
+    assert collections_with(key) == 200
+    assert token_for("alice", "alice-pw-123") == key
