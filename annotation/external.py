@@ -8,7 +8,10 @@ quarantined until the provider confirms it (``routing.confirm_assignment``).
 
 A browser session works a campaign under one identity: a second participant id from the same
 session is refused (``ProviderError`` code ``second_identity``), so nobody takes the same items
-again under a new id.
+again under a new id. The other way round, an assignment is bound to the browser session that
+started it: the same participant or worker/assignment ids replayed from another browser are refused
+(code ``other_browser``) while that session lives, since marketplace ids are visible in URLs and
+are not secrets. Once the first session has expired or was cleared, the ids may resume elsewhere.
 """
 from __future__ import annotations
 
@@ -20,11 +23,17 @@ from .providers.base import ProviderError
 SESSION_KEY = "captionlab_external"
 
 
-def _session_key(request) -> str:
+def ensure_session(request) -> str:
+    """The browser session's key, creating the session first. Call it before a transaction that
+    may roll back: a session row created inside one would vanish with it, and the response's
+    session save would then fail."""
     session = request.session
     if not session.session_key:
         session.save()  # creates the key
     return session.session_key
+
+
+_session_key = ensure_session
 
 
 def _entries(request) -> dict:
@@ -82,6 +91,11 @@ def begin(request, campaign: Campaign, *, provider: str, external_worker_id: str
             provider_job_id=(job.external_id if job is not None else str((extra or {}).get("job_external_id", ""))[:100]),
             job=job, confirmed=provider == "inhouse", session_key=key)
     elif assignment.session_key != key:
+        if assignment.session_key and _session_alive(assignment.session_key):
+            raise ProviderError(
+                "These ids are already in use in another browser, where this work was started. Continue there; "
+                "if that browser is gone, wait for its session to expire or contact the requester.",
+                code="other_browser")
         Assignment.objects.filter(pk=assignment.pk).update(session_key=key)
         assignment.session_key = key
     if membership.assignment_id != assignment.pk and assignment.state == Assignment.State.ACTIVE:
@@ -91,6 +105,17 @@ def begin(request, campaign: Campaign, *, provider: str, external_worker_id: str
                                  "external_id": external_worker_id, "extra": _clean_extra(extra)}
     _store(request, entries)
     return worker, assignment
+
+
+def _session_alive(session_key: str) -> bool:
+    from importlib import import_module
+
+    from django.conf import settings
+
+    # load() gives {} for a session that is gone or past its expiry date; a live one that started
+    # external work holds this module's key.
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key).load()
+    return bool(data.get(SESSION_KEY))
 
 
 def _clean_extra(extra) -> dict:
@@ -145,4 +170,4 @@ def end(request, campaign: Campaign) -> None:
         _store(request, entries)
 
 
-__all__ = ["begin", "current", "set_flag", "quota_left", "end", "session_info", "SESSION_KEY"]
+__all__ = ["begin", "ensure_session", "current", "set_flag", "quota_left", "end", "session_info", "SESSION_KEY"]

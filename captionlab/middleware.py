@@ -38,3 +38,30 @@ class ControlCharacterMiddleware:
         if request.path.startswith("/api/"):
             return JsonResponse({"detail": message}, status=400)
         return HttpResponseBadRequest(render_to_string("400.html", {"message": message}, request=request))
+
+
+class FramedSessionCookieMiddleware:
+    """Cookies set by a page that MTurk frames get ``SameSite=None; Secure``.
+
+    Inside the HIT's frame the platform is a third party: a browser sends a ``SameSite=Lax`` cookie
+    with a top-level navigation only, so the framed work pages would lose the session the MTurk
+    entry page started and show an empty frame. Only responses marked framable
+    (``annotation.views_mturk.framable``: the MTurk pages and an MTurk worker's work pages) get the
+    relaxed attribute; every other page keeps the site-wide SameSite=Lax. Listed before
+    SessionMiddleware so that it sees the cookies the session and CSRF middleware set.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if getattr(response, "xframe_options_exempt", False):
+            from django.conf import settings
+
+            for name in (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME):
+                morsel = response.cookies.get(name)
+                if morsel is not None and morsel.value:
+                    morsel["samesite"] = "None"
+                    morsel["secure"] = True
+        return response
