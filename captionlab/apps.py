@@ -11,6 +11,24 @@ class CaptionLabConfig(AppConfig):
 
         from . import tokens
 
+        from django.core import checks
+
+        checks.register(http_only_mode, checks.Tags.security, deploy=True)
         user_model = get_user_model()
         pre_save.connect(tokens.note_credential_change, sender=user_model, dispatch_uid="captionlab-token-note")
         post_save.connect(tokens.rotate_tokens, sender=user_model, dispatch_uid="captionlab-token-rotate")
+
+
+def http_only_mode(app_configs=None, **kwargs):
+    """The production profile in its explicit HTTP-only local mode (CAPTIONLAB_HTTP_ONLY=true)."""
+    from django.conf import settings
+    from django.core import checks
+
+    if not getattr(settings, "HTTP_ONLY", False):
+        return []
+    return [checks.Warning(
+        "CAPTIONLAB_HTTP_ONLY=true: cookies are sent without Secure and there is no HTTPS redirect or HSTS, so "
+        "passwords and sessions travel in clear.",
+        hint="Only for a trusted local network. To serve the internet, put a TLS proxy in front and set "
+             "CAPTIONLAB_HTTP_ONLY=false (README, 'Running behind TLS').",
+        id="captionlab.W001")]

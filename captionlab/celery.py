@@ -2,7 +2,7 @@
 import os
 
 from celery import Celery
-from celery.signals import celeryd_init, worker_process_init
+from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
 
@@ -25,3 +25,17 @@ def _threads(name):
 # Each worker process gets its share of the cores for torch (modeling/threads.py, TORCH_THREADS).
 celeryd_init.connect(_threads("remember_concurrency"), weak=False)
 worker_process_init.connect(_threads("apply_in_worker_process"), weak=False)
+
+
+def _heartbeat(name):
+    def handler(**kwargs):
+        from captionlab import heartbeat
+
+        getattr(heartbeat, name)(**kwargs)
+    return handler
+
+
+# Long jobs without a heartbeat of their own (imports, filter runs, releases, exports, aggregation)
+# beat while a worker runs one of their tasks (captionlab/heartbeat.py): pages tell a dead worker.
+task_prerun.connect(_heartbeat("on_task_prerun"), weak=False)
+task_postrun.connect(_heartbeat("on_task_postrun"), weak=False)

@@ -37,6 +37,14 @@ def filter_chunk(self, run_id: int, index: int) -> str:
         return "failed"
 
 
+@shared_task(name="curation.filter_finish", acks_late=True, time_limit=6 * 3600, soft_time_limit=6 * 3600 - 60)
+def filter_finish(run_id: int) -> None:
+    """The run-level steps and the funnel of a run whose chunks are done (a retry after a lost worker)."""
+    from .pipeline import executor
+
+    executor.finish(run_id)
+
+
 @shared_task(name="curation.filter_reconcile", acks_late=True, time_limit=1800, soft_time_limit=1740)
 def filter_reconcile(run_id: int, image_ids: list[int]) -> int:
     """The steps after curators' overrides in a finished run follow the final outcomes (``executor.reconcile``)."""

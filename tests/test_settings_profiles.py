@@ -184,3 +184,38 @@ def test_storage_backend_s3_and_unknown(clean_env):
     assert values["storage"] == "storages.backends.s3.S3Storage"
     proc = manage({**clean_env, "STORAGE_BACKEND": "ftp"}, "check")
     assert proc.returncode != 0 and "STORAGE_BACKEND" in proc.stderr
+
+
+DUMP_COOKIES = """
+import json, django
+django.setup()
+from django.conf import settings as s
+print("JSON" + json.dumps({"session_secure": s.SESSION_COOKIE_SECURE, "csrf_secure": s.CSRF_COOKIE_SECURE,
+                           "redirect": s.SECURE_SSL_REDIRECT, "hsts": s.SECURE_HSTS_SECONDS}))
+"""
+
+
+def _cookies(env) -> dict:
+    proc = run([sys.executable, "-c", DUMP_COOKIES], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("JSON"))[4:])
+
+
+def test_production_behind_tls_sends_secure_cookies_and_hsts(production_env):
+    values = _cookies(production_env)
+    assert values == {"session_secure": True, "csrf_secure": True, "redirect": True, "hsts": 31_536_000}
+
+
+def test_the_http_only_local_mode_is_explicit_and_warned_about(production_env):
+    env = {**production_env, "CAPTIONLAB_HTTP_ONLY": "true"}
+    values = _cookies(env)
+    assert values == {"session_secure": False, "csrf_secure": False, "redirect": False, "hsts": 0}
+    proc = manage(env, "check", "--deploy")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "captionlab.W001" in output and "travel in clear" in output
+    assert "security.W012" not in output  # one explicit warning instead of Django's four
+
+
+def test_the_compose_stack_names_its_http_mode():
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "CAPTIONLAB_HTTP_ONLY:" in text and "TLS" in text

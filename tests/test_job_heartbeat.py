@@ -1,0 +1,82 @@
+"""Heartbeats of long jobs (captionlab/heartbeat.py): alive while beating, lost after the setting's
+silence, waiting when never started; the pages, the API and `manage.py jobs` say which."""
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from captionlab import heartbeat
+from curation.models import Collection, ImportJob
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job():
+    collection = Collection.objects.create(name="beats")
+    return ImportJob.objects.create(collection=collection, kind="tsv", source_name="cc.tsv", status="running")
+
+
+def test_a_running_job_is_waiting_then_alive_then_lost_and_a_finished_one_is_neither(job, settings):
+    settings.JOB_WORKER_LOST_AFTER_S = 120
+    assert heartbeat.job_health("import", job).state == "waiting"
+    heartbeat.beat("import", job.pk)
+    assert heartbeat.job_health("import", job).state == "alive"
+    heartbeat.beat("import", job.pk, now=time.time() - 121)
+    health = heartbeat.job_health("import", job)
+    assert health.lost and health.seconds_since_beat >= 120
+    job.status = "done"
+    assert heartbeat.job_health("import", job).state == ""
+
+
+def test_a_task_beats_while_it_runs_and_once_more_when_it_ends(job, settings):
+    settings.JOB_HEARTBEAT_SECONDS = 0.05
+
+    class FakeTask:
+        name = "curation.run_import"
+
+    heartbeat.on_task_prerun(sender=FakeTask, args=[job.pk])
+    first = heartbeat.last_beat("import", job.pk)
+    time.sleep(0.3)
+    assert heartbeat.last_beat("import", job.pk) > first  # the beat thread kept beating
+    heartbeat.on_task_postrun(sender=FakeTask, args=[job.pk])
+    last = heartbeat.last_beat("import", job.pk)
+    time.sleep(0.2)
+    assert heartbeat.last_beat("import", job.pk) == last  # and stopped with the task
+
+
+def test_an_aggregation_pass_is_unfinished_only_while_it_runs(job):
+    from annotation.models import Campaign
+
+    campaign = Campaign.objects.create(name="beating", kind="fluency", collection=job.collection)
+
+    class FakeTask:
+        name = "annotation.aggregate_campaign"
+
+    assert not heartbeat.unfinished("aggregation", campaign)
+    heartbeat.on_task_prerun(sender=FakeTask, args=[campaign.pk])
+    assert heartbeat.unfinished("aggregation", campaign)
+    heartbeat.on_task_postrun(sender=FakeTask, args=[campaign.pk])
+    assert not heartbeat.unfinished("aggregation", campaign)
+
+
+def test_the_import_page_shows_worker_lost_with_a_retry_button(job, alice_client, settings):
+    heartbeat.beat("import", job.pk, now=time.time() - 600)
+    page = alice_client.get(reverse("import-detail", args=[job.pk])).content.decode()
+    assert 'data-job-health="lost"' in page and "Retry now" in page
+    heartbeat.beat("import", job.pk)
+    page = alice_client.get(reverse("import-detail", args=[job.pk])).content.decode()
+    assert 'data-job-health="lost"' not in page
+
+
+def test_the_cli_lists_jobs_and_refuses_to_retry_a_live_one(job):
+    heartbeat.beat("import", job.pk)
+    out = StringIO()
+    call_command("jobs", stdout=out)
+    assert f"import   #{job.pk}" in out.getvalue() and "alive" in out.getvalue()
+    with pytest.raises(CommandError, match="its worker is alive"):
+        call_command("jobs", "retry", "import", str(job.pk))
+    with pytest.raises(CommandError, match="needs a kind and an id"):
+        call_command("jobs", "retry")
