@@ -75,7 +75,7 @@ class HotTokenScheme(OpenApiAuthenticationExtension):
                 "description": 'Token-based authentication with required prefix "Token"'}
 
 
-_ERROR = inline_serializer("HotError", {"detail": serializers.CharField(), "code": serializers.CharField()})
+_ERROR = inline_serializer("HotError", {"detail": serializers.CharField(), "code": serializers.CharField(required=False)})
 _NEXT = inline_serializer("NextTask", {
     "stage": serializers.ChoiceField(choices=["training", "qualification", "work", "done", "failed"]),
     "task": serializers.JSONField(allow_null=True, help_text="id, role, image_url, caption, candidates, expires_at"),

@@ -26,3 +26,27 @@ urlpatterns = [
     path("", include("curation.urls")),
     path("", include("modeling.urls")),
 ]
+
+
+def _not_found(request, exception=None):
+    """JSON for API paths (a client parses the body), the HTML page for the rest."""
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+    return page_not_found(request, exception)
+
+
+def _bad_request(request, exception=None):
+    """A request Django refuses before any view (too many fields, a bad host): JSON on API paths."""
+    from django.http import JsonResponse
+    from django.views.defaults import bad_request
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": f"Bad request: {exception or 'refused'}", "code": "bad_request"}, status=400)
+    return bad_request(request, exception)
+
+
+handler404 = _not_found
+handler400 = _bad_request

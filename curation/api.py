@@ -73,7 +73,8 @@ class WhitelistFilterMixin:
 
 def _filter_params(filters: dict) -> list[OpenApiParameter]:
     return [
-        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else OpenApiTypes.STR,
+        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else
+                         OpenApiTypes.BOOL if getattr(parse, "__name__", "") == "_bool" else OpenApiTypes.STR,
                          description=lookup.__doc__ if callable(lookup) else lookup)
         for name, (lookup, parse) in filters.items()
     ]
@@ -122,7 +123,7 @@ class ImageViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     orderings = ("id", "created_at", "width", "height", "file_size")
 
     def get_queryset(self):
-        return Image.objects.annotate(caption_count=Count("captions")).order_by("pk")
+        return Image.objects.annotate(caption_count=Count("captions")).prefetch_related("topics__artifact").order_by("pk")
 
 
 @extend_schema_view(list=extend_schema(parameters=_filter_params(CAPTION_FILTERS)))

@@ -1,5 +1,5 @@
 """API for pipelines, filter runs, decisions and curator overrides (curator role)."""
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -19,6 +19,7 @@ class PipelineSerializer(serializers.ModelSerializer):
         model = Pipeline
         fields = ["id", "name", "description", "preset", "steps", "updated_at"]
         read_only_fields = ["preset", "updated_at"]
+        extra_kwargs = {"steps": {"required": True}}
 
 
 class FilterRunSerializer(serializers.ModelSerializer):
@@ -81,7 +82,12 @@ class PipelineViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets
         except IngestError as exc:
             raise ValidationError({"steps": exc.message}) from None
 
-    @action(detail=False, methods=["get"])
+    @extend_schema(responses={200: inline_serializer("FilterInfo", many=True, fields={
+        "name": serializers.CharField(), "version": serializers.IntegerField(), "label": serializers.CharField(),
+        "description": serializers.CharField(), "target": serializers.CharField(),
+        "transform": serializers.BooleanField(), "run_level": serializers.BooleanField(),
+        "needs": serializers.ListField(child=serializers.CharField()), "defaults": serializers.DictField()})})
+    @action(detail=False, methods=["get"], pagination_class=None)
     def filters(self, request):
         return Response([
             {"name": cls.name, "version": cls.version, "label": cls.label, "description": cls.description,

@@ -34,7 +34,7 @@ def pack_error(exc: pack.PackError) -> APIException:
 
 class PretrainedModelSerializer(serializers.ModelSerializer):
     key = serializers.CharField(read_only=True, help_text="name@version: what decisions and releases record")
-    added_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    added_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = PretrainedModel
