@@ -206,3 +206,18 @@ def test_an_annotator_is_refused_the_import_and_collection_pages(annotator, live
         assert page.locator("h1").inner_text() == "This page is not for your role"
     shot(page, tmp_path, "annotator-403")
     assert page.locator("nav >> text=New import").count() == 0
+
+
+def test_an_admins_navigation_fits_one_row_on_a_laptop(transactional_db, django_user_model, live_server, page, tmp_path):
+    make_user(django_user_model, "carol", "admin")
+    page.set_viewport_size({"width": 1366, "height": 768})
+    log_in(page, live_server, "carol")
+    page.goto(f"{live_server.url}/")
+    shot(page, tmp_path, "admin-nav-1366")
+    bar = page.locator("header.topbar").bounding_box()
+    assert bar["height"] < 70, f"the top bar is {bar['height']:.0f} px high: its links wrapped"
+    for name in ("Collections", "New import", "Campaigns", "Models", "API docs", "Admin", "Log out"):
+        link = page.locator("header.topbar").get_by_role("button" if name == "Log out" else "link", name=name, exact=True)
+        assert link.is_visible()
+        box = link.bounding_box()
+        assert box["height"] < 40, f"{name!r} broke over two lines"
