@@ -52,6 +52,13 @@ class ImportForm(forms.Form):
         label="Captions CSV inside the zip", max_length=200, required=False, initial=DEFAULT_SIDECAR,
         help_text="Columns: file name, caption. Leave as is if the zip has none.",
     )
+    unknown_images = forms.ChoiceField(
+        label="Comments on image ids the collection does not have",
+        choices=[("placeholder", "Create a placeholder image (its photo can be imported later)"),
+                 ("skip", "Skip the line and report it")],
+        initial="placeholder", required=False,
+        help_text="Either way each unknown id is listed in the import report with its line.",
+    )
     origin = forms.ChoiceField(
         label="Origin of the captions",
         choices=[("", "Default for this kind of file")] + list(Caption.Origin.choices),
@@ -78,6 +85,8 @@ class ImportForm(forms.Form):
             options["download"] = bool(data.get("download_images"))
         if kind == ImportJob.Kind.IMAGES:
             options["sidecar"] = (data.get("sidecar") or "").strip() or DEFAULT_SIDECAR
+        if kind == ImportJob.Kind.COMMENTS:
+            options["unknown_images"] = data.get("unknown_images") or "placeholder"
         if data.get("origin"):
             options["origin"] = data["origin"]
         return options

@@ -47,6 +47,10 @@ def import_create(
         raise IngestError(f"Unknown import kind {kind!r}; choose one of {', '.join(ImportJob.Kind.values)}.")
     if (upload is None) == (source_path is None):
         raise IngestError("Give either an uploaded file or a server path, not both or neither.")
+    unknown_images = (options or {}).get("unknown_images")
+    if unknown_images is not None and (kind != ImportJob.Kind.COMMENTS or unknown_images not in ("placeholder", "skip")):
+        raise IngestError("options.unknown_images applies to comment dumps and is 'placeholder' or 'skip'.",
+                          code="bad_option")
     if upload is not None:
         name = Path(upload.name or "").name
         if not name.lower().endswith(UPLOAD_SUFFIXES[kind]):

@@ -1,6 +1,8 @@
 """Line-oriented sources (Conceptual Captions TSV, comment dumps): streamed, one row at a time."""
 from __future__ import annotations
 
+import unicodedata
+
 from typing import BinaryIO, Iterator
 
 from django.conf import settings
@@ -13,11 +15,17 @@ _CONTROL = {c for c in range(32) if c not in (9,)} | {127}
 _CONTROL_TABLE = {c: None for c in _CONTROL}
 
 
+def _visible(ch: str) -> bool:
+    """A character that shows: not whitespace, not a format mark (zero-width space, joiners, BOM)."""
+    return not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
 def clean_caption(text: str) -> str:
     """Strip a caption and check it: not empty, no control characters, within the length limit."""
     text = text.strip()
-    if not text:
-        raise RowError("empty_caption", "the caption is empty")
+    if not text or not any(_visible(ch) for ch in text):
+        raise RowError("empty_caption", "the caption is empty" if not text else
+                       "the caption has no visible characters (only spaces or zero-width marks)")
     if len(text) > settings.INGEST_MAX_CAPTION_CHARS:
         raise RowError(
             "caption_too_long",

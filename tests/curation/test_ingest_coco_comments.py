@@ -79,7 +79,8 @@ def test_a_comment_dump_attaches_comments_to_images_by_id_and_reports_bad_lines(
     )
     job = run_import(collection, ImportJob.Kind.COMMENTS, dump)
     assert job.status == "done"
-    assert {issue.line: issue.code for issue in job.issues.all()} == {4: "missing_column", 5: "empty_line", 7: "bad_image_id"}
+    assert {issue.line: issue.code for issue in job.issues.all()} == {
+        1: "placeholder_image", 4: "missing_column", 5: "empty_line", 6: "placeholder_image", 7: "bad_image_id"}
     assert (job.rows_imported, job.rows_duplicate) == (3, 1)
     image = Image.objects.get(external_id="953619")
     assert image.status == Image.Status.MISSING
