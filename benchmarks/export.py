@@ -14,9 +14,23 @@ child process of its own (peak RSS = that process's VmHWM):
 and prints rows/s, the ratio to the baseline and peak RSS. Targets: each writer at least 50% of
 the baseline's rate, peak RSS under 400 MB.
 
-WebDataset: a second release of ``--wds-images`` images (~``--wds-kb`` KB of random bytes each,
-stored as files in a scratch media folder) written as tar shards by ``formats.write("webdataset")``
-against ``tarfile`` writing the same members (image bytes + JSON per sample) directly; MB/s of each.
+The caption-only writers export without images (``images: none``): the rows benchmark has no image
+files.
+
+Images: a second release of ``--wds-images`` images (~``--wds-kb`` KB of random bytes each, stored
+as files in a scratch media folder):
+
+  webdataset  ``formats.write("webdataset")`` against ``tarfile`` writing the same members (image
+              bytes + JSON per sample) directly;
+  images      a release export with its images (``formats.write(--images-format)`` with
+              ``images: include``: the annotation file plus ``images/`` tar or zip shards, every
+              image streamed and checked against its sha256, every shard hashed) against
+              ``tarfile`` adding the same image files (``TarFile.add``) under the same names.
+
+MB/s of each (bytes written / wall time) and CPU per image (user + system time of the writing
+process; PostgreSQL's share is not counted on either side). Target: at least 0.8 of tarfile's MB/s.
+
+    DATABASE_URL=... .venv/bin/python benchmarks/export.py --rows 20000 --wds-images 2000 --wds-kb 100
 """
 from __future__ import annotations
 
@@ -39,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
 
 TARGET_RATIO = 0.5
+TARGET_IMAGES_RATIO = 0.8
 TARGET_RSS_MIB = 400
 ITERSIZE = 2000
 WORDS = ("a", "dog", "runs", "on", "the", "beach", "with", "red", "ball", "two", "children", "play", "near", "old",
@@ -49,6 +64,13 @@ SPLITS = ("train", "train", "train", "train", "train", "train", "train", "train"
 
 def _peak_mib() -> float:
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _setup_django():
@@ -184,10 +206,16 @@ def child_writer(args) -> dict:
         import pyarrow.parquet  # noqa: F401
     if args.format == "webdataset":
         import webdataset  # noqa: F401
-    start = time.perf_counter()
-    files = formats.write(args.format, release, out, {"report": []})
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rows": release.items_total, "bytes": sum(f["size"] for f in files),
+    options = {"report": [], "images": args.images or "include"}
+    if args.image_archive:
+        options["image_archive"] = args.image_archive
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    files = formats.write(args.format, release, out, options)
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    missing = [e for e in options["report"] if e["code"] == "missing_image"]
+    if missing:
+        raise SystemExit(f"{len(missing)} image(s) missing: {missing[0]['message']}")
+    return {"seconds": seconds, "cpu": cpu, "rows": release.items_total, "bytes": sum(f["size"] for f in files),
             "files": len(files), "peak_mib": _peak_mib()}
 
 
@@ -245,6 +273,29 @@ def child_tar(args) -> dict:
     return {"seconds": seconds, "rows": 0, "bytes": out.stat().st_size, "files": 1, "peak_mib": _peak_mib()}
 
 
+def child_images_tar(args) -> dict:
+    """The same image files added to one tar with ``TarFile.add``, under the export's names."""
+    import tarfile
+
+    import psycopg
+
+    media = Path(args.media)
+    out = Path(args.out) / "baseline-images.tar"
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    n = 0
+    with psycopg.connect(args.dsn) as conn, conn.cursor(name="images") as cur, \
+            tarfile.open(out, "w", format=tarfile.USTAR_FORMAT) as tar:
+        cur.itersize = ITERSIZE
+        cur.execute("SELECT DISTINCT ON (image_sha256) image_sha256, image_file FROM curation_releaseitem "
+                    "WHERE release_id = %s ORDER BY image_sha256, position", (args.release,))
+        for sha, file in cur:
+            tar.add(media / file, arcname=f"images/{sha[:2]}/{sha}.jpg")
+            n += 1
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    return {"seconds": seconds, "cpu": cpu, "rows": n, "bytes": out.stat().st_size, "files": 1,
+            "peak_mib": _peak_mib()}
+
+
 # --- The parent -------------------------------------------------------------------------------------------------
 
 
@@ -269,6 +320,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="captions in the release (default 1,000,000)")
     parser.add_argument("--wds-images", type=int, default=2000)
     parser.add_argument("--wds-kb", type=int, default=100)
+    parser.add_argument("--images-format", default="jsonl", choices=("coco", "karpathy", "jsonl", "csv", "parquet"),
+                        help="the format exported with its images against tarfile (default jsonl)")
+    parser.add_argument("--image-archive", default="tar", choices=("tar", "zip"))
     parser.add_argument("--repeat", type=int, default=1, help="time each side this many times, keep the best")
     add_scratch_arguments(parser, "export")
     args = parser.parse_args()
@@ -308,7 +362,7 @@ def main() -> int:
         base_rate = baseline["rows"] / baseline["seconds"]
         results = {"baseline (psycopg + json.dumps)": baseline}
         for fmt in ("jsonl", "parquet"):
-            results[f"{fmt} writer"] = best("writer", format=fmt, release=release_id)
+            results[f"{fmt} writer"] = best("writer", format=fmt, release=release_id, images="none")
         print(f"\n{'export of ' + format(args.rows, ',') + ' captions':<34} {'rows/s':>10} {'ratio':>6} "
               f"{'seconds':>8} {'MB out':>8} {'peak RSS':>10}")
         for label, r in results.items():
@@ -326,7 +380,7 @@ def main() -> int:
                 ok &= good
 
         tar = best("tar", dsn=db.dsn, release=wds_release, media=media)
-        shards = best("writer", format="webdataset", release=wds_release)
+        shards = best("writer", format="webdataset", release=wds_release, images="include")
         tar_rate, wds_rate = tar["bytes"] / tar["seconds"] / 1e6, shards["bytes"] / shards["seconds"] / 1e6
         print(f"\nWebDataset, {args.wds_images:,} images of ~{args.wds_kb} KB {'MB/s':>14} {'seconds':>8} {'MB out':>8} "
               f"{'peak RSS':>10}")
@@ -343,6 +397,26 @@ def main() -> int:
         lines.append(f"{'PASS' if good else 'FAIL'} webdataset memory: peak RSS {shards['peak_mib']:.0f} MiB "
                      f"(target < {TARGET_RSS_MIB} MB)")
         ok &= good
+
+        images_tar = best("imagestar", dsn=db.dsn, release=wds_release, media=media)
+        export = best("writer", format=args.images_format, release=wds_release, images="include",
+                      image_archive=args.image_archive)
+        n_images = images_tar["rows"]
+        print(f"\nA {args.images_format} export with its images ({args.image_archive} shards), {n_images:,} images"
+              f" {'MB/s':>6} {'seconds':>8} {'MB out':>8} {'CPU ms/image':>13} {'peak RSS':>10}")
+        for label, r in (("tarfile adding the same files", images_tar), ("release export with images", export)):
+            print(f"{label:<58} {r['bytes'] / r['seconds'] / 1e6:>8.1f} {r['seconds']:>8.2f} {r['bytes'] / 1e6:>8.1f}"
+                  f" {1000 * r['cpu'] / n_images:>13.3f} {r['peak_mib']:>6.0f} MiB")
+        ratio = (export["bytes"] / export["seconds"]) / (images_tar["bytes"] / images_tar["seconds"])
+        good = ratio >= TARGET_IMAGES_RATIO
+        lines.append(f"{'PASS' if good else 'FAIL'} export with images rate: {ratio:.2f} of tarfile's MB/s "
+                     f"(target >= {TARGET_IMAGES_RATIO}); CPU {1000 * export['cpu'] / n_images:.3f} ms per image "
+                     f"(tarfile {1000 * images_tar['cpu'] / n_images:.3f})")
+        ok &= good
+        good = export["peak_mib"] < TARGET_RSS_MIB
+        lines.append(f"{'PASS' if good else 'FAIL'} export with images memory: peak RSS {export['peak_mib']:.0f} MiB "
+                     f"(target < {TARGET_RSS_MIB} MB)")
+        ok &= good
     print()
     for line in lines:
         print(line)
@@ -353,11 +427,12 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         kind = sys.argv[2]
         p = argparse.ArgumentParser()
-        for name in ("format", "out", "dsn", "media"):
+        for name in ("format", "out", "dsn", "media", "images", "image_archive"):
             p.add_argument(f"--{name}")
         p.add_argument("--release", type=int)
         a = p.parse_args(sys.argv[3:])
-        result = {"writer": child_writer, "baseline": child_baseline, "tar": child_tar}[kind](a)
+        result = {"writer": child_writer, "baseline": child_baseline, "tar": child_tar,
+                  "imagestar": child_images_tar}[kind](a)
         print(json.dumps(result))
     else:
         sys.exit(main())

@@ -600,6 +600,9 @@ class ReleaseExport(models.Model):
     report = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    verification = models.JSONField(default=dict, blank=True,
+                                    help_text="the last re-export and verify: {status, ok, files: [{name, recorded, "
+                                              "rewritten, stored, match}], started_at, finished_at, error}")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

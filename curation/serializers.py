@@ -26,9 +26,19 @@ class ImageSerializer(serializers.ModelSerializer):
         fields = [
             "id", "collection", "status", "sha256", "width", "height", "format", "file_size", "source_url",
             "external_id", "metadata", "license", "credit", "error", "import_job", "created_at",
-            "file_url", "thumbnail_url", "caption_count",
+            "file_url", "thumbnail_url", "caption_count", "topics",
         ]
         read_only_fields = fields
+
+    topics = serializers.SerializerMethodField()
+
+    def get_topics(self, obj) -> list[dict]:
+        """The image's LDA topic labels (seed 000, Section 4), newest model first: the three most probable
+        topics with their words; a single image (not a list) also gets the whole distribution."""
+        from .pipeline.topics import image_topics
+
+        view = self.context.get("view")
+        return image_topics(obj, distribution=getattr(view, "action", None) == "retrieve")
 
     def _url(self, obj, name, field):
         if not getattr(obj, field):

@@ -23,6 +23,7 @@ from . import services
 from .errors import IngestError
 from .forms import CollectionForm, ImportForm
 from .models import Caption, Collection, FilterDecision, FilterRun, Image, ImportIssue, ImportJob
+from .pipeline.topics import image_topics
 
 IMAGES_PER_PAGE = 60
 ISSUES_PER_PAGE = 100
@@ -212,6 +213,7 @@ def image_detail(request, pk):
         "previous_pk": siblings.filter(pk__lt=image.pk).order_by("-pk").first(),
         "next_pk": siblings.filter(pk__gt=image.pk).first(),
         "metadata": sorted(image.metadata.items()) if isinstance(image.metadata, dict) else [],
+        "topics": image_topics(image),
     }
     return render(request, "images/detail.html", context)
 

@@ -664,6 +664,9 @@ def test_thresholds_are_the_numeric_min_and_max_parameters():
     from curation.pipeline import registry
 
     informativeness = registry.get("informativeness")
-    assert set(charts.thresholds_of(informativeness.defaults, informativeness.score_thresholds)) == {"min_rho", "max_rho"}
+    # Its lower bound is relative by default (min_rho_percentile, issue 24): min_rho is drawn once a curator sets it.
+    assert set(charts.thresholds_of(informativeness.defaults, informativeness.score_thresholds)) == {"max_rho"}
+    assert set(charts.thresholds_of({**informativeness.defaults, "min_rho": 20}, informativeness.score_thresholds)) \
+        == {"min_rho", "max_rho"}
     length = registry.get("caption_length")
     assert set(charts.thresholds_of(length.defaults, length.score_thresholds)) == {"min_tokens", "max_tokens"}

@@ -104,18 +104,25 @@ def walk_through(setup, live_server, page, tmp_path, shot):  # noqa: F811
     exports = {e.format: e for e in ReleaseExport.objects.filter(release=release)}
     assert sorted(exports) == sorted(FORMATS)
     assert all(e.status == ReleaseExport.Status.DONE for e in exports.values())
-    assert len(exports["webdataset"].files) == 3  # 10 images, 4 per shard
+    assert len(exports["webdataset"].files) == 4  # 10 images, 4 per shard, and the export manifest
     assert page.locator("#release-exports a.download").count() == sum(len(e.files) for e in exports.values())
     shot(page, "exports")
 
     # Download the Parquet file through the permission-checked link.
     parquet = exports["parquet"]
+    entry = next(f for f in parquet.files if f["name"].endswith(".parquet"))
     with page.expect_download() as info:
-        page.locator(f'#release-exports tr[data-export="{parquet.pk}"] a.download').click()
+        page.locator(f'#release-exports tr[data-export="{parquet.pk}"] a.download:has-text(".parquet")').click()
     download = info.value
     saved = tmp_path / download.suggested_filename
     download.save_as(saved)
-    assert hashlib.sha256(saved.read_bytes()).hexdigest() == parquet.sha256 == parquet.files[0]["sha256"]
+    assert hashlib.sha256(saved.read_bytes()).hexdigest() == entry["sha256"]
+
+    # Re-export and verify: the files are written again and every sha256 matches.
+    page.locator(f'#release-exports tr[data-export="{parquet.pk}"] button[data-action=verify]').click()
+    page.locator(f'#release-exports tr[data-export="{parquet.pk}"] [data-verify=ok]').wait_for()
+    parquet.refresh_from_db()
+    assert parquet.verification["ok"] and parquet.verification["matched"] == len(parquet.files)
 
     import pyarrow.parquet as pq
 

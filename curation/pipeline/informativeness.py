@@ -18,22 +18,33 @@ Three filters, in the order of the "ava-captions" preset:
     use), restricted to ``candidate_languages`` (all 75 languages make it several times slower), in
     one parallel batch per chunk. Lingua saying "don't know" never drops.
 
-``informativeness`` (fits; needs POS)
+``informativeness`` (fits; needs POS; statistics in ``informativeness_stats``)
     ``fit`` counts, over the whole comment corpus it is given (DESIGN.md: "over the whole comment
     corpus of the collection"; the executor passes every comment of the collection), the unigram
     vocabulary (nouns, proper nouns included, since the tagger marks capitalised words such as
     "Photo Quality" PROPN) and the bigram vocabulary (first word noun/adjective/adverb, second
     noun/adjective), after removing NLTK's stop words and punctuation: bigrams are adjacent words
-    of what is left, as the paper's topics show ("space left" from "space on the left"). Words are
+    of what is left, as the paper's topics show ("space left" from "space on the left"), never across
+    punctuation or a line break ("Photo quality: awesome. Originality: great." has no "awesome
+    originality"). Words are
     the tokens' lower-case forms with letter runs squeezed: the tagger reads the raw text, because
     the small cased model tags worse on lower-cased text ("nice shot" -> "nice" PROPN), and one
     parse serves every step. ``apply`` scores
     rho = -1/2 [sum_i ln P(u_i) + sum_j ln P(b_j)], P(w) = count(w) / total count of w's vocabulary
     (natural log; every occurrence counts, as in the product of Eq. 2). An n-gram the fitted corpus
     never saw counts as ``unseen_count`` occurrences (default 1: as rare as the rarest seen one),
-    which keeps rho finite without changing P for seen n-grams. Kept when
-    ``min_rho`` <= rho <= ``max_rho``; reasons ``uninformative`` (below) and ``too_subjective``
-    (above: the authors' code drops rho > 120), ``unparsed`` for an item without a parse.
+    which keeps rho finite without changing P for seen n-grams.
+
+    The threshold is relative to the fitted corpus. rho sums -1/2 ln(count / total) over a comment's
+    n-grams, so every score grows with the log of the corpus size: the paper's fixed 20 (at AVA's scale,
+    where it discarded 55% of the comments) keeps fewer and fewer informative comments as a collection
+    shrinks. The fit records the quantiles of rho over the fitted comments, and a comment is kept when
+    its rho reaches the ``min_rho_percentile``-th percentile (default 55: the paper's share), which puts
+    the same comments on the same side at 500 and at 20,000 comments of the same kind. ``min_rho`` is an
+    optional absolute floor on top (None by default; 20 is the paper's at web scale), ``max_rho`` the
+    authors' ceiling (rho > 120 is too subjective). Reasons ``uninformative`` (below) and
+    ``too_subjective`` (above), ``unparsed`` for an item without a parse; details give the comment's
+    percentile in the corpus and the rho the percentile stands for.
 
 ``images_without_comments`` (run level, image target)
     "we remove the images which are left with no informative comments". It decides over image rows
@@ -42,43 +53,28 @@ Three filters, in the order of the "ava-captions" preset:
     image rows it passes to run-level image steps; without it the step fails loudly.
 
 The fitted state is plain JSON (see ``state_from_counts``): counts grouped by value (most n-grams
-occur once, so their counts are not repeated), the totals, and a fingerprint that lets every chunk
-reuse the compiled log-probability tables. ``fit_from_texts`` fits from bare texts (a management
+occur once, so their counts are not repeated), the totals, the rho quantiles, and a fingerprint that
+lets every chunk reuse the compiled log-probability tables. ``fit_from_texts`` fits from bare texts (a management
 command), ``state_to_bytes``/``state_from_bytes`` save and load it.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import re
-from collections import Counter
 from functools import lru_cache
 from typing import Iterable
 
 from .base import Decision, Filter, Item, drop, keep
+# The statistics live in informativeness_stats; their names are this module's too (callers import them here).
+from .informativeness_stats import (NEEDS, QUANTILE_SAMPLE, STATE_FORMAT, STOP_WORDS, Scorer, _check_state,  # noqa: F401
+                                    counts_from_state, fit_docs, fit_from_texts, ngrams, percentile_of,
+                                    quantiles, rho_at_percentile, scorer_for, squeeze_letters, state_from_bytes,
+                                    state_from_counts, state_to_bytes)
 from .registry import register
 
-STATE_FORMAT = "captionlab.informativeness/1"
 SITE_WORDS = ("challenge", "challenges", "vote", "votes", "voted", "voting", "congrats", "congratulations",
               "ribbon", "ribbons", "score", "scores", "scored", "dpc", "dpchallenge")
 CANDIDATE_LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "nl", "sv", "pl", "ru", "tr", "ar", "zh", "ja", "ko")
 
-# NLTK's English stop words. The paper's n-grams keep "top", "front", "empty" and "much" ("space
-# top", "empty space", "much negative": supplementary Table 3), which spaCy's longer list removes.
-STOP_WORDS = frozenset("""
-i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
-himself she she's her hers herself it it's its itself they them their theirs themselves what which who whom this
-that that'll these those am is are was were be been being have has had having do does did doing a an the and but
-if or because as until while of at by for with about against between into through during before after above below
-to from up down in out on off over under again further then once here there when where why how all any both each
-few more most other some such no nor not only own same so than too very s t can will just don don't should
-should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
-haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
-weren weren't won won't wouldn wouldn't
-""".split())
-
-_LETTER_RUN = re.compile(r"([^\W\d_])\1{2,}")
 _PUNCT_RUN = re.compile(r"([^\w\s])\1+")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
@@ -87,11 +83,6 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 def lower_case(text: str) -> str:
     return text.lower()
-
-
-def squeeze_letters(text: str) -> str:
-    """Runs of three or more of the same letter become two: "woooow" -> "woow", "sooo" -> "soo"."""
-    return _LETTER_RUN.sub(r"\1\1", text)
 
 
 def squeeze_punctuation(text: str) -> str:
@@ -246,169 +237,24 @@ class CommentClean(Filter):
                 or common_english_share(letters) >= self.params["common_english_share"])
 
 
-# --- N-grams from a parse ---------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def _attrs():
-    from spacy.attrs import IS_PUNCT, IS_SPACE, LOWER, POS
-    from spacy.symbols import ADJ, ADV, NOUN, PROPN
-
-    return {"columns": [LOWER, POS, IS_PUNCT, IS_SPACE], "unigram": frozenset({NOUN, PROPN}),
-            "first": frozenset({NOUN, PROPN, ADJ, ADV}), "second": frozenset({NOUN, PROPN, ADJ})}
-
-
-_WORD_OF_HASH: dict[int, str] = {}  # lower-case form's hash -> squeezed word (hashes are global in spaCy)
-
-
-def _word(lower_hash: int, strings) -> str:
-    word = _WORD_OF_HASH.get(lower_hash)
-    if word is None:
-        if len(_WORD_OF_HASH) > 2_000_000:
-            _WORD_OF_HASH.clear()
-        word = _WORD_OF_HASH[lower_hash] = squeeze_letters(strings[lower_hash])
-    return word
-
-
-def ngrams(doc) -> tuple[list[str], list[str]]:
-    """The comment's unigrams (nouns) and bigrams ("descriptor-object" pairs, "w1 w2"), in order,
-    after stop words (``STOP_WORDS``) and punctuation are removed. Reads token attributes as one
-    array: no Token objects are made."""
-    a = _attrs()
-    strings = doc.vocab.strings
-    words, tags = [], []
-    for lower, pos, punct, space in doc.to_array(a["columns"]).tolist():
-        if not (punct or space):
-            word = _word(lower, strings)
-            if word not in STOP_WORDS:
-                words.append(word)
-                tags.append(pos)
-    unigram, first, second = a["unigram"], a["first"], a["second"]
-    unigrams = [w for w, t in zip(words, tags) if t in unigram]
-    bigrams = [f"{words[i]} {words[i + 1]}" for i in range(len(words) - 1)
-               if tags[i] in first and tags[i + 1] in second]
-    return unigrams, bigrams
-
-
-# --- Fitted statistics: the state ---------------------------------------------------------------------
-
-def _grouped(counts: Counter) -> dict[str, list[str]]:
-    groups: dict[int, list[str]] = {}
-    for word, count in counts.items():
-        groups.setdefault(count, []).append(word)
-    return {str(c): sorted(groups[c]) for c in sorted(groups, reverse=True)}
-
-
-def _ungrouped(groups: dict[str, list[str]]) -> Counter:
-    return Counter({word: int(count) for count, words in groups.items() for word in words})
-
-
-def state_from_counts(unigrams: Counter, bigrams: Counter, *, comments: int) -> dict:
-    """The JSON state: {"format", "unigrams": {count: [words]}, "bigrams": {count: ["w1 w2"]},
-    "unigram_total", "bigram_total", "comments", "fingerprint"}."""
-    body = {"unigrams": _grouped(unigrams), "bigrams": _grouped(bigrams)}
-    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    return {"format": STATE_FORMAT, **body, "unigram_total": sum(unigrams.values()),
-            "bigram_total": sum(bigrams.values()), "comments": comments, "fingerprint": fingerprint}
-
-
-def counts_from_state(state: dict) -> tuple[Counter, Counter]:
-    _check_state(state)
-    return _ungrouped(state["unigrams"]), _ungrouped(state["bigrams"])
-
-
-def state_to_bytes(state: dict) -> bytes:
-    """The bytes of the artifact file (the executor's ``save_artifact`` writes the same JSON)."""
-    return json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
-
-
-def state_from_bytes(data: bytes) -> dict:
-    state = json.loads(data)
-    _check_state(state)
-    return state
-
-
-def _check_state(state) -> None:
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise ValueError(f"not informativeness statistics (format {found!r}, expected {STATE_FORMAT!r})")
-
-
-def fit_docs(docs: Iterable) -> dict:
-    unigrams, bigrams, comments = Counter(), Counter(), 0
-    for doc in docs:
-        comments += 1
-        if doc is None:
-            continue
-        u, b = ngrams(doc)
-        unigrams.update(u)
-        bigrams.update(b)
-    return state_from_counts(unigrams, bigrams, comments=comments)
-
-
-def fit_from_texts(texts: Iterable[str], *, batch_size: int = 256) -> dict:
-    """Fit from bare comment texts (each distinct text parsed once, counted as often as it occurs)."""
-    from . import nlp
-
-    texts = list(texts)
-    docs = nlp.parse_unique(texts, Informativeness.needs, batch_size=batch_size)
-    return fit_docs(docs[t] for t in texts)
-
-
-class Scorer:
-    """Log-probabilities compiled from a state; shared by every filter built on the same statistics."""
-
-    def __init__(self, state: dict, unseen_count: float):
-        unigrams, bigrams = counts_from_state(state)
-        self.unigram_total, self.bigram_total = state["unigram_total"], state["bigram_total"]
-        self.log_u = self._logs(unigrams, self.unigram_total)
-        self.log_b = self._logs(bigrams, self.bigram_total)
-        self.unseen_u = math.log(unseen_count / max(self.unigram_total, unseen_count))
-        self.unseen_b = math.log(unseen_count / max(self.bigram_total, unseen_count))
-
-    @staticmethod
-    def _logs(counts: Counter, total: int) -> dict[str, float]:
-        log_total = math.log(total) if total else 0.0
-        return {w: math.log(c) - log_total for w, c in counts.items()}
-
-    def rho(self, unigrams: list[str], bigrams: list[str]) -> float:
-        log_u, log_b, unseen_u, unseen_b = self.log_u, self.log_b, self.unseen_u, self.unseen_b
-        total = sum(log_u.get(u, unseen_u) for u in unigrams) + sum(log_b.get(b, unseen_b) for b in bigrams)
-        return -0.5 * total
-
-
-_SCORERS: dict[tuple[str, float], Scorer] = {}
-
-
-def scorer_for(state: dict, unseen_count: float = 1.0) -> Scorer:
-    """The compiled scorer for a state, built once per process per fingerprint (every chunk of a run
-    gets the state afresh; compiling it again each time would cost more than scoring)."""
-    _check_state(state)
-    key = (state.get("fingerprint") or "", float(unseen_count))
-    found = _SCORERS.get(key) if key[0] else None
-    if found is None:
-        found = Scorer(state, float(unseen_count))
-        if key[0]:
-            if len(_SCORERS) >= 4:
-                _SCORERS.pop(next(iter(_SCORERS)))
-            _SCORERS[key] = found
-    return found
-
-
 # --- informativeness ---------------------------------------------------------------------------------
 
 @register
 class Informativeness(Filter):
     name = "informativeness"
-    version = 1
+    version = 2  # 2: n-grams stop at punctuation; the threshold is a percentile of the fitted corpus
     label = "Informativeness (AVA-Captions)"
     description = ("rho = -1/2 [sum log P(unigram) + sum log P(bigram)] over the collection's noun unigrams "
-                   "and descriptor-object bigrams; keeps min_rho <= rho <= max_rho.")
+                   "and descriptor-object bigrams; keeps comments at or above the min_rho_percentile-th "
+                   "percentile of the collection's comments (and min_rho <= rho <= max_rho when set).")
     text_only = True  # the decision depends on the text alone
     per_item = True
     needs = frozenset({"pos"})
     fits = True
     defaults = {
-        "min_rho": 20.0,  # the paper's threshold
+        # The paper's rho >= 20 discarded 55% of AVA's comments: the same share of any fitted corpus.
+        "min_rho_percentile": 55.0,  # None turns it off
+        "min_rho": None,  # an absolute floor as well (the paper's 20 assumes AVA's 3M comments)
         "max_rho": 120.0,  # the authors' code: higher is too subjective; None turns it off
         "unseen_count": 1.0,  # an n-gram the fitted corpus never saw counts as this many occurrences
         "max_details": 40,  # n-grams listed per decision
@@ -419,11 +265,25 @@ class Informativeness(Filter):
         super().__init__(params, state)
         if not float(self.params["unseen_count"]) > 0:
             raise ValueError("informativeness: unseen_count must be > 0")
+        percentile = self.params["min_rho_percentile"]
+        if percentile is not None and not 0 <= float(percentile) <= 100:
+            raise ValueError("informativeness: min_rho_percentile must be between 0 and 100")
         if state is not None:
             _check_state(state)
+            if percentile is not None and not state.get("rho_quantiles"):
+                raise ValueError("informativeness: these statistics were fitted without rho quantiles; fit them "
+                                 "again or set min_rho_percentile to None")
 
     def fit(self, items: list[Item]) -> dict:
         return fit_docs(item.doc for item in items)
+
+    def min_rho(self) -> float | None:
+        """The rho a comment must reach: the fitted corpus's min_rho_percentile-th percentile, or min_rho,
+        whichever is higher (None: no lower bound)."""
+        floors = [] if self.params["min_rho"] is None else [float(self.params["min_rho"])]
+        if self.params["min_rho_percentile"] is not None:
+            floors.append(rho_at_percentile(self.params["min_rho_percentile"], self.state["rho_quantiles"]))
+        return max(floors) if floors else None
 
     def warm(self) -> None:
         if self.state is not None:
@@ -433,7 +293,8 @@ class Informativeness(Filter):
         if self.state is None:
             raise ValueError("informativeness has no fitted statistics: fit it on the collection first")
         scorer = scorer_for(self.state, self.params["unseen_count"])
-        low, high = self.params["min_rho"], self.params["max_rho"]
+        low, high = self.min_rho(), self.params["max_rho"]
+        ranks = self.state.get("rho_quantiles")
         limit = int(self.params["max_details"])
         out = []
         for item in items:
@@ -443,7 +304,11 @@ class Informativeness(Filter):
             unigrams, bigrams = ngrams(item.doc)
             rho = round(scorer.rho(unigrams, bigrams), 4)
             details = {"unigrams": unigrams[:limit], "bigrams": bigrams[:limit]}
-            if low is not None and rho < low:
+            if ranks:
+                details["percentile"] = percentile_of(rho, ranks)
+            if low is not None:
+                details["min_rho_used"] = round(low, 4)
+            if low is not None and (rho < low or (rho <= 0 and low <= 0)):  # no n-gram is never informative
                 out.append(drop("uninformative", rho, **details))
             elif high is not None and rho > high:
                 out.append(drop("too_subjective", rho, **details))

@@ -22,6 +22,15 @@ sentences of the item's parse):
    comes through one after the verb ("sits on"); a prepositional phrase before the verb or under
    "be" gives the preposition alone ("person, on a horse, slays ..." -> "person on horse").
 
+   A participle that is no relation of its own gives its preposition ("person, mounted on a horse,
+   slays ..." -> "person on horse"), and a main verb whose subject the parser left inside such a
+   participle ("The knight, mounted on ..., pierces") takes that subject (seed_checks.py).
+4. Each seed is confirmed against the original sentence's parse (``check_pos``): its verb is a verb
+   there and its subject there is the seed's subject, its class words are nouns there; refused seeds
+   are listed in ``details["refused"]``. A description whose language is not English is translated
+   first by the local model ``translation_model`` names, or read as written with
+   ``details["translation"] = "not run: no model configured"``.
+
 The filter keeps an item with at least one seed (score = number of seeds, details {"seeds":
 [[subject, relation, object, sentence], ...], "segments": [...]}) and drops it with ``no_seed``
 otherwise (``unparsed`` without a parse). ``save_seeds(run, caption_id, seeds)`` writes the
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import seed_checks
 from .base import Decision, Filter, Item, drop, keep
 from .registry import register
 
@@ -61,6 +71,11 @@ CLASSES = (
     "head", "face", "foot", "arm", "beard", "wing", "mirror", "umbrella", "clock", "bell", "rope", "chain",
 )
 
+PREPOSITIONS = frozenset(["on", "in", "with", "near", "behind", "under", "above", "below", "beside", "at", "inside",
+                          "over", "across", "around", "against", "by", "beneath", "between", "among", "along", "atop",
+                          "upon", "into", "onto", "underneath", "next", "before", "from", "of", "through", "toward",
+                          "towards", "outside", "within", "past"])
+
 RELATIONS = (
     # prepositions (Visual Genome / Open Images relation labels)
     "on", "in", "with", "near", "behind", "under", "above", "below", "beside", "at", "inside", "over", "across",
@@ -82,7 +97,7 @@ NAMES = (
     "james", "thomas", "matthew", "mark", "luke", "jesus", "christ", "david", "goliath", "moses", "abraham",
     "isaac", "jacob", "adam", "eve", "noah", "daniel", "elijah", "gabriel", "raphael", "herod", "pilate",
     "salome", "holofernes", "venus", "mars", "apollo", "diana", "jupiter", "hercules", "perseus",
-    "andromeda", "orpheus", "charles", "maximilian", "constantine", "helena",
+    "andromeda", "orpheus", "charles", "maximilian", "constantine", "helena", "virgin", "madonna",
 )
 
 TITLES = ("saint", "st", "st.", "san", "santa", "sainte", "emperor", "empress", "king", "queen", "pope",
@@ -104,6 +119,7 @@ _SUBJECT = ("nsubj", "nsubjpass")
 _OBJECT = ("dobj", "attr", "dative", "oprd", "obj")
 _COMPLEMENT = ("acomp", "xcomp", "ccomp")
 _NOUNISH = ("NOUN", "PROPN")
+_ARGUMENT = ("dobj", "pobj", "nsubj", "nsubjpass", "attr")
 
 
 def verb_forms(word: str, lemma: str = "") -> set[str]:
@@ -147,12 +163,15 @@ class _Piece:
     space: str
     cls: str | None  # the class word it names, if any
     substitute: bool = False  # "person" standing for a name or a pronoun
+    token: object = None  # the sentence's token it writes, if one
 
 
 @register
 class CaptionSeeds(Filter):
     name = "caption_seeds"
-    version = 1
+    # 2: participial phrases give seeds ("mounted on a horse"); seeds confirmed against the sentence's own
+    #    parse (check_pos); non-English descriptions translated through translation_model when configured
+    version = 2
     label = "Caption seeds (museum descriptions)"
     description = ("Subject-relation-object seeds between class words, from the dependency parse of each "
                    "sentence after names and pronouns become 'person' (seed 001).")
@@ -167,6 +186,11 @@ class CaptionSeeds(Filter):
         "pronouns": list(PRONOUNS),
         "person_word": "person",
         "max_sentences": 50,  # per item: a guard against pasted essays
+        # A local translation model directory for descriptions whose language is not English (empty: none;
+        # such a description is read as written and its decision says "translation: not run: no model
+        # configured"). Nothing is downloaded. See seed_checks.py.
+        "translation_model": "",
+        "check_pos": True,  # confirm each seed against the original sentence's parse (seed_checks.confirmed)
     }
 
     def __init__(self, params=None, state=None):
@@ -181,33 +205,63 @@ class CaptionSeeds(Filter):
         self.names = {part for w in self.params["names"] for part in w.lower().split()}
         self.titles = {w.strip().lower() for w in self.params["titles"]}
         self.pronouns = {w.strip().lower() for w in self.params["pronouns"]}
+        self.prepositions = {w for w in self.relations if w in PREPOSITIONS}
+        seed_checks.check_model(self.params["translation_model"])
+        self.translator = seed_checks.Translator(self.params["translation_model"])
 
     # --- the filter ---
 
     def apply(self, items: list[Item]) -> list[Decision]:
-        segments_of: dict[int, list[tuple[str, str]]] = {}  # item index -> [(segment, sentence)]
+        docs, notes = self._english_docs(items)
+        segments_of: dict[int, list[tuple[str, str, object]]] = {}  # item index -> [(segment, sentence, span)]
         for i, item in enumerate(items):
-            if item.doc is not None:
-                segments_of[i] = self.segments(item.doc)
-        distinct = list(dict.fromkeys(seg for found in segments_of.values() for seg, _ in found))
+            if docs[i] is not None:
+                segments_of[i] = self.segments(docs[i], spans=True)
+        distinct = list(dict.fromkeys(seg for found in segments_of.values() for seg, _, _ in found))
         parsed = self._parse(distinct)
         out = []
         for i, item in enumerate(items):
             if i not in segments_of:
-                out.append(drop("unparsed"))
+                out.append(drop("unparsed", **notes.get(i, {})))
                 continue
-            seeds, seen = [], set()
-            for segment, sentence in segments_of[i]:
+            seeds, seen, refused = [], set(), []
+            for segment, sentence, span in segments_of[i]:
+                facts = seed_checks.SentenceFacts(self, span) if self.params["check_pos"] else None
                 for seed in self.extract(parsed[segment]):
-                    if (seed, sentence) not in seen:
+                    if facts is not None and not seed_checks.confirmed(self, seed, facts):
+                        refused.append("_".join(seed))
+                    elif (seed, sentence) not in seen:
                         seen.add((seed, sentence))
                         seeds.append([*seed, sentence])
-            segments = list(dict.fromkeys(s for s, _ in segments_of[i]))
+            segments = list(dict.fromkeys(s for s, _, _ in segments_of[i]))
+            extra = {**notes.get(i, {}), **({"refused": refused} if refused else {})}
             if seeds:
-                out.append(keep("", float(len(seeds)), seeds=seeds, segments=segments))
+                out.append(keep("", float(len(seeds)), seeds=seeds, segments=segments, **extra))
             else:
-                out.append(drop("no_seed", segments=segments))
+                out.append(drop("no_seed", segments=segments, **extra))
         return out
+
+    def _english_docs(self, items: list[Item]) -> tuple[list, dict[int, dict]]:
+        """Each item's parse to read, translated first when its language is not English and a model is
+        configured; and what the decision notes about translation."""
+        docs = [item.doc for item in items]
+        notes: dict[int, dict] = {}
+        foreign = [i for i, item in enumerate(items) if self.translator.needed(item)]
+        if not foreign:
+            return docs, notes
+        if not self.translator.model:
+            for i in foreign:
+                notes[i] = {"translation": seed_checks.NOT_CONFIGURED}
+            return docs, notes
+        from . import nlp
+
+        translated = self.translator.translate(list(dict.fromkeys(items[i].text for i in foreign)))
+        parsed = nlp.parse_unique(list(dict.fromkeys(translated.values())), self.needs)
+        for i in foreign:
+            english = translated[items[i].text]
+            docs[i] = parsed.get(english)
+            notes[i] = {"translation": english, "translated_from": items[i].language}
+        return docs, notes
 
     def _parse(self, texts: list[str]) -> dict:
         from . import nlp
@@ -219,7 +273,7 @@ class CaptionSeeds(Filter):
 
     # --- step 1 and 2: tuning and segmentation ---
 
-    def segments(self, doc) -> list[tuple[str, str]]:
+    def segments(self, doc, spans: bool = False) -> list[tuple]:
         """[(segment, original sentence)] for each sentence with two class words or more. A segment
         that opens with a substituted "person" reads "The person ...": a bare "person" where a name
         stood is not English, and the small model then tags the verb as a plural noun ("person
@@ -232,10 +286,16 @@ class CaptionSeeds(Filter):
             at = [k for k, p in enumerate(pieces) if p.cls]
             if len(at) >= 2:
                 first, last = at[0], at[-1]
+                # The class word's own article and adjectives come with it ("A young woman plays ..."): a
+                # bare noun opening a segment is read as a compound ("woman plays" as one noun).
+                edge = pieces[first].token.left_edge.i if pieces[first].token is not None else None
+                while edge is not None and first > 0 and pieces[first - 1].token is not None \
+                        and pieces[first - 1].token.i >= edge and not pieces[first - 1].substitute:
+                    first -= 1
                 text = "".join(p.text + p.space for p in pieces[first:last]) + pieces[last].text
                 if pieces[first].substitute:
                     text = "The " + text
-                found.append((text, sent.text.strip()))
+                found.append((text, sent.text.strip(), sent) if spans else (text, sent.text.strip()))
         return found
 
     def tune(self, sent) -> list[_Piece]:
@@ -259,10 +319,12 @@ class CaptionSeeds(Filter):
                     pieces.append(_Piece(self.person, token.whitespace_, self.person, substitute=True))
             else:
                 head = token.head
-                if token.dep_ == "acl" and token.tag_ == "VBG" and head.i < i and self._nounish(head, replaced):
+                # not inside a subject, where "is" would make two verbs: "A shepherd leaning on ... watches"
+                if token.dep_ == "acl" and token.tag_ == "VBG" and head.i < i and self._nounish(head, replaced) \
+                        and head.dep_ not in ("nsubj", "nsubjpass"):
                     plural = head.tag_ in ("NNS", "NNPS")
                     pieces.append(_Piece("are" if plural else "is", " ", None))
-                pieces.append(_Piece(token.text, token.whitespace_, self.class_of(token)))
+                pieces.append(_Piece(token.text, token.whitespace_, self.class_of(token), token=token))
             i += 1
         return pieces
 
@@ -308,7 +370,8 @@ class CaptionSeeds(Filter):
         return {start: end for start, end in merged}
 
     def class_of(self, token) -> str | None:
-        if token.pos_ not in _NOUNISH:
+        # A noun in a noun's place that the tagger called an adjective ("plays the lute" with "lute" JJ)
+        if token.pos_ not in _NOUNISH and not (token.pos_ == "ADJ" and token.dep_ in _ARGUMENT):
             return None
         for form in noun_forms(token.text, token.lemma_):
             if form in self.classes:
@@ -351,11 +414,20 @@ class CaptionSeeds(Filter):
             return [c]
         if verb.dep_ in ("conj", "advcl", "xcomp") and verb.head is not verb and depth < 4:
             return self._subjects(verb.head, depth + 1)
+        # "The knight, mounted on a horse, pierces ...", the participle parsed as a clause holding the subject
+        for clause in verb.children:
+            if clause.dep_ in ("ccomp", "advcl") and clause.i < verb.i and seed_checks.participle_like(clause):
+                found = [c for t in clause.children if t.dep_ in _SUBJECT for c in (self._cls(t),) if c]
+                if found:
+                    return found
         return []
 
     def _verb_seeds(self, verb) -> list[tuple[str, str, str]]:
         copula = verb.lemma_ == "be"
         if not copula and not (verb_forms(verb.text, verb.lemma_) & self.relations):
+            if seed_checks.participle_like(verb) and (subjects := self._subjects(verb)):
+                # "person, mounted on a horse, ...": the participle's preposition is the relation
+                return [(s, r, o) for s in subjects for r, o in seed_checks.participle_pairs(self, verb)]
             return []
         subjects = self._subjects(verb)
         if not subjects:
@@ -371,7 +443,7 @@ class CaptionSeeds(Filter):
                         pairs += [(child.lower_, c) for c in self._objects_of(child)]
                 else:
                     pairs += [(f"{word} {child.lower_}", c) for c in self._objects_of(child)]
-            elif child.dep_ in _COMPLEMENT and not copula:
+            elif child.dep_ in _COMPLEMENT and not copula and not (child.i < verb.i and seed_checks.participle_like(child)):
                 if (c := self._cls(child)) is not None:
                     pairs.append((word, c))
                 elif child.pos_ == "VERB":

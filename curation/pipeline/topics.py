@@ -11,6 +11,15 @@ images) and ``max_features`` (the paper's M = 25,000, most frequent first) bound
 scikit-learn's LatentDirichletAllocation with K = ``n_topics`` (200 in the paper) and
 ``random_state`` (same rows and parameters, same topics), and infers each image's distribution.
 
+The paper's bounds assume 1.3M comments. On a first collection of a few dozen, 10% of the comments is
+two or three, and with ``min_doc_count`` 2 next to nothing qualifies ("no_vocabulary"). With
+``adapt_bounds`` (default) the bounds loosen only as far as the collection needs, in order: the
+ceiling becomes at least ``min_doc_count`` + 2 comments (an n-gram shared by two or three comments of
+thirty is what groups images there); if that leaves no vocabulary, n-grams of a single comment count
+too; if still none, the ceiling goes (a handful of comments has no "photographic stop words" to
+tell apart). K is at most the number of documents with vocabulary n-grams (200 topics over 30 images
+find nothing more than 30). The bounds and K used are in the model's meta ("vocabulary_bounds").
+
 Decisions: every caption of an image with topic n-grams is kept with score = the image's largest
 topic probability and details {"top_topic", "topic_words"}; an image whose comments hold none of
 the vocabulary gets "na" with ``no_topic_ngrams`` (a uniform label would teach the CNN nothing), and
@@ -32,6 +41,7 @@ import json
 import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .base import Decision, Filter, Item, keep, not_applicable
 from .registry import register
@@ -144,7 +154,7 @@ def topic_words(artifact_or_model, n: int = 10) -> list[list[str]]:
 @register
 class LdaTopics(Filter):
     name = "lda_topics"
-    version = 1
+    version = 2  # 2: bounds and K adapt to small collections; n-grams stop at punctuation
     label = "LDA topic labels (AVA-Captions)"
     description = ("One document per image from its kept comments; LDA over the informative n-grams that "
                    "occur in fewer than max_doc_freq of the comments; stores each image's topic distribution.")
@@ -153,6 +163,7 @@ class LdaTopics(Filter):
         "n_topics": 200,  # K in the paper
         "max_doc_freq": 0.10,  # n-grams in this share of comments or more are left out
         "min_doc_count": 2,  # n-grams in fewer comments are left out
+        "adapt_bounds": True,  # loosen the bounds (and cap K) where a small collection needs it
         "max_features": 25000,  # the paper's M; 0 or None: no cap
         "max_iter": 10,
         "learning_method": "batch",  # or "online" for very large collections
@@ -185,7 +196,7 @@ class LdaTopics(Filter):
         by_image: dict[int, list[int]] = defaultdict(list)
         for position, row in enumerate(rows):
             by_image[row["image_id"]].append(position)
-        vocabulary = self.vocabulary(comment_ngrams)
+        vocabulary, bounds = self.adapted_vocabulary(comment_ngrams)
         self.model, self.distributions = None, {}
         if not vocabulary:
             return {row["caption_id"]: not_applicable("no_vocabulary") for row in rows}
@@ -194,10 +205,14 @@ class LdaTopics(Filter):
         documents = [[g for p in by_image[i] for g in comment_ngrams[p]] for i in image_ids]
         matrix = _count_matrix(documents, {w: j for j, w in enumerate(vocabulary)})
         nonempty = np.flatnonzero(matrix.getnnz(axis=1))  # never empty: the vocabulary comes from these rows
-        lda = self._estimator()
+        n_topics = int(self.params["n_topics"])
+        if self.params["adapt_bounds"]:
+            n_topics = min(n_topics, len(nonempty))
+        bounds["n_topics"] = n_topics
+        lda = self._estimator(n_topics)
         distributions = lda.fit_transform(matrix[nonempty])
         self.model = TopicModel(vocabulary=vocabulary, components=lda.components_,
-                                meta=self._meta(lda, rows, by_image, len(nonempty)))
+                                meta={**self._meta(lda, rows, by_image, len(nonempty)), "vocabulary_bounds": bounds})
         top_words = self.model.top_words(int(self.params["topic_words_in_details"]))
 
         decisions: dict[int, Decision] = {}
@@ -217,25 +232,41 @@ class LdaTopics(Filter):
 
     def vocabulary(self, comment_ngrams: list[list[str]]) -> list[str]:
         """The n-grams in fewer than max_doc_freq of the comments and in at least min_doc_count,
-        the max_features most frequent of them, sorted."""
-        n_comments = len(comment_ngrams)
-        doc_freq, freq = Counter(), Counter()
-        for grams in comment_ngrams:
-            doc_freq.update(set(grams))
-            freq.update(grams)
-        limit = float(self.params["max_doc_freq"]) * n_comments
+        the max_features most frequent of them, sorted (the paper's bounds, never adapted)."""
+        limit = float(self.params["max_doc_freq"]) * len(comment_ngrams)
+        return self._bounded(*_frequencies(comment_ngrams), limit, int(self.params["min_doc_count"] or 1))
+
+    def adapted_vocabulary(self, comment_ngrams: list[list[str]]) -> tuple[list[str], dict]:
+        """The vocabulary, and the bounds that gave it: the paper's, loosened step by step (see the module)
+        while they leave nothing and ``adapt_bounds`` is on."""
+        doc_freq, freq = _frequencies(comment_ngrams)
+        limit = float(self.params["max_doc_freq"]) * len(comment_ngrams)
         floor = int(self.params["min_doc_count"] or 1)
+        tries = [(limit, floor)]
+        if self.params["adapt_bounds"]:
+            wider = max(limit, floor + 2)
+            tries += [(wider, floor), (wider, 1), (float("inf"), 1)]
+        vocabulary, used = [], tries[0]
+        for used in dict.fromkeys(tries):  # in order, each distinct pair once
+            vocabulary = self._bounded(doc_freq, freq, *used)
+            if vocabulary:
+                break
+        bounds = {"max_doc_count": None if used[0] == float("inf") else round(used[0], 4), "min_doc_count": used[1],
+                  "adapted": used != tries[0]}
+        return vocabulary, bounds
+
+    def _bounded(self, doc_freq: Counter, freq: Counter, limit: float, floor: int) -> list[str]:
         eligible = [g for g, df in doc_freq.items() if df < limit and df >= floor]
         cap = self.params["max_features"]
         if cap:
             eligible = sorted(eligible, key=lambda g: (-freq[g], g))[: int(cap)]
         return sorted(eligible)
 
-    def _estimator(self):
+    def _estimator(self, n_topics: int):
         from sklearn.decomposition import LatentDirichletAllocation
 
         return LatentDirichletAllocation(
-            n_components=int(self.params["n_topics"]), max_iter=int(self.params["max_iter"]),
+            n_components=n_topics, max_iter=int(self.params["max_iter"]),
             learning_method=self.params["learning_method"], random_state=self.params["random_state"],
             doc_topic_prior=self.params["doc_topic_prior"], topic_word_prior=self.params["topic_word_prior"],
         )
@@ -248,6 +279,15 @@ class LdaTopics(Filter):
             "params": dict(self.params), "comments": len(rows), "images": len(by_image),
             "images_labelled": labelled,
         }
+
+
+def _frequencies(comment_ngrams: list[list[str]]) -> tuple[Counter, Counter]:
+    """(in how many comments each n-gram occurs, how often it occurs)."""
+    doc_freq, freq = Counter(), Counter()
+    for grams in comment_ngrams:
+        doc_freq.update(set(grams))
+        freq.update(grams)
+    return doc_freq, freq
 
 
 def _ngrams_of_texts(texts: list[str], extract) -> list[list[str]]:
@@ -321,5 +361,43 @@ def artifact_create(filter_name: str, data: bytes, *, extension: str, collection
                 raise
     raise AssertionError("unreachable")
 
-__all__ = ["LdaTopics", "TopicModel", "save_run_topics", "store_image_topics", "load_topic_model",
+# --- Display: an image's topics on its page and in the API ------------------------------------------
+
+TOPIC_WORDS_SHOWN = 6
+
+
+@lru_cache(maxsize=16)
+def _artifact_words(artifact_id: int, sha256: str, n: int) -> tuple[tuple[str, ...], ...]:
+    """Each topic's top n-grams of a stored model, read once per process per artifact (the sha256 keys a
+    model whose file changed). Empty when the file cannot be read: the page still shows probabilities."""
+    from ..models import FilterArtifact
+
+    try:
+        artifact = FilterArtifact.objects.get(pk=artifact_id)
+        return tuple(tuple(words) for words in topic_words(artifact, n))
+    except (FilterArtifact.DoesNotExist, OSError, ValueError, KeyError):
+        return ()
+
+
+def image_topics(image, *, top: int = 3, distribution: bool = False) -> list[dict]:
+    """The image's stored topic labels, newest model first: for each, the model (artifact id and version,
+    the run that fitted it, K) and the ``top`` most probable topics with their probability and words;
+    with ``distribution`` the whole distribution too. Reads ``image.topics`` (prefetch it for lists)."""
+    out = []
+    rows = sorted(image.topics.all(), key=lambda row: -row.artifact_id)
+    for row in rows:
+        artifact, dist = row.artifact, [float(x) for x in row.distribution or []]
+        words = _artifact_words(artifact.pk, artifact.sha256, TOPIC_WORDS_SHOWN)
+        order = sorted(range(len(dist)), key=lambda k: (-dist[k], k))[:top]
+        entry = {"artifact": artifact.pk, "model_version": artifact.version, "run": (artifact.summary or {}).get("run"),
+                 "n_topics": len(dist),
+                 "top": [{"topic": k, "probability": round(dist[k], 4),
+                          "words": list(words[k]) if k < len(words) else []} for k in order]}
+        if distribution:
+            entry["distribution"] = dist
+        out.append(entry)
+    return out
+
+
+__all__ = ["LdaTopics", "image_topics", "TopicModel", "save_run_topics", "store_image_topics", "load_topic_model",
            "topic_words", "model_to_bytes", "model_from_bytes", "artifact_create"]

@@ -6,7 +6,10 @@ trainers use.
   deduplication), splits by image (``splits``), provenance per item (``provenance``), the counts,
   the content hash and the dataset card (``card``).
 - ``formats.write(export_format, release, out_dir, options, progress=None, storage_open=None)``:
-  one format's files, streamed in position order, byte-identical on every run.
+  one format's files, streamed in position order, byte-identical on every run, with the images
+  (``formats.images``: ``images/`` tar or zip shards the annotations reference) or without them
+  (the export manifest, ``formats.export_manifest``, names the storage).
+- ``verify.run_verify(export_id)``: re-export and verify (every sha256 recorded, rewritten, stored).
 
 Nothing here touches Celery, storage publishing or HTTP: the tasks, pages and API call these.
 """

@@ -7,6 +7,9 @@
     GET  /api/releases/<id>/items/                        frozen items, paginated, ?split=
     GET  /api/releases/<id>/exports/                      exports of the release
     POST /api/releases/<id>/exports/                      {format, options} -> 202 (or 200 when reused)
+    GET  /api/releases/<id>/exports/<export_id>/          one export (with its last verification)
+    DELETE /api/releases/<id>/exports/<export_id>/        the export and its files (204)
+    POST /api/releases/<id>/exports/<export_id>/verify/   re-export and verify every sha256 (202)
     GET  /api/releases/<id>/exports/<export_id>/download/ the file (?file= for a shard) or a signed redirect
 """
 from drf_spectacular.types import OpenApiTypes
@@ -54,11 +57,12 @@ class ReleaseItemSerializer(serializers.ModelSerializer):
 
 class ReleaseExportSerializer(serializers.ModelSerializer):
     download = serializers.SerializerMethodField()
+    downloads = serializers.SerializerMethodField(help_text="[{name, url}]: every file of a done export")
 
     class Meta:
         model = ReleaseExport
         fields = ["id", "release", "format", "options", "status", "rows_total", "rows_done", "files", "sha256", "size",
-                  "report", "error", "attempts", "created_at", "finished_at", "download"]
+                  "report", "error", "attempts", "verification", "created_at", "finished_at", "download", "downloads"]
         read_only_fields = fields
 
     def get_download(self, obj) -> str | None:
@@ -68,10 +72,24 @@ class ReleaseExportSerializer(serializers.ModelSerializer):
 
         return reverse("api-release-download", args=[obj.release_id, obj.pk])
 
+    def get_downloads(self, obj) -> list[dict]:
+        if obj.status != ReleaseExport.Status.DONE:
+            return []
+        from urllib.parse import quote
+
+        from django.urls import reverse
+
+        base = reverse("api-release-download", args=[obj.release_id, obj.pk])
+        return [{"name": f["name"], "url": f"{base}?file={quote(f['name'])}"} for f in obj.files or []]
+
 
 class ExportCreateSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=ReleaseExport.Format.choices)
-    options = serializers.DictField(required=False, default=dict, help_text='e.g. {"shard_size": 1000} for webdataset')
+    options = serializers.DictField(
+        required=False, default=dict,
+        help_text='images: "include" (default: images/ shards the annotations reference) or "none" (the manifest '
+                  'names the storage); missing_images: "skip" or "fail"; image_archive: "tar" or "zip"; '
+                  'shard_size (bytes); samples_per_shard (webdataset)')
 
 
 def _bad(exc: ReleaseError, default: str):
@@ -148,6 +166,41 @@ class ReleaseViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.Rea
         export.refresh_from_db()
         code = status.HTTP_202_ACCEPTED if export.pk not in before else status.HTTP_200_OK
         return Response(ReleaseExportSerializer(export).data, status=code)
+
+    def _export(self, export_id):
+        release = self.get_object()
+        try:
+            return release.exports.get(pk=export_id)
+        except ReleaseExport.DoesNotExist:
+            raise NotFound("No such export of this release.") from None
+
+    @extend_schema(methods=["GET"], responses=ReleaseExportSerializer,
+                   parameters=[OpenApiParameter("export_id", OpenApiTypes.INT, OpenApiParameter.PATH)])
+    @extend_schema(methods=["DELETE"], responses={204: None},
+                   parameters=[OpenApiParameter("export_id", OpenApiTypes.INT, OpenApiParameter.PATH)])
+    @action(detail=True, methods=["get", "delete"], url_path=r"exports/(?P<export_id>[0-9]+)",
+            url_name="export")
+    def export(self, request, pk=None, export_id=None):
+        export = self._export(export_id)
+        if request.method == "GET":
+            return Response(ReleaseExportSerializer(export).data)
+        try:
+            services.export_delete(export)
+        except ReleaseError as exc:
+            raise _bad(exc, "status") from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={202: ReleaseExportSerializer},
+                   parameters=[OpenApiParameter("export_id", OpenApiTypes.INT, OpenApiParameter.PATH)])
+    @action(detail=True, methods=["post"], url_path=r"exports/(?P<export_id>[0-9]+)/verify", url_name="verify")
+    def verify(self, request, pk=None, export_id=None):
+        export = self._export(export_id)
+        try:
+            services.export_verify(export)
+        except ReleaseError as exc:
+            raise _bad(exc, "status") from None
+        export.refresh_from_db()
+        return Response(ReleaseExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         parameters=[OpenApiParameter("export_id", OpenApiTypes.INT, OpenApiParameter.PATH),

@@ -111,13 +111,16 @@ def _storage_open(name: str, mode: str = "rb"):
     return default_storage.open(name, mode)
 
 
-def run_export(export_id: int, storage=None, echo=None) -> ReleaseExport:
+def run_export(export_id: int, storage=None, echo=None) -> ReleaseExport | None:
     """Write the export and publish it. Idempotent: a done export is left alone; anything else
-    starts from scratch (leftovers of a killed attempt are deleted first)."""
+    starts from scratch (leftovers of a killed attempt are deleted first). None when the export
+    was deleted before its task ran."""
     from . import formats
 
     storage = storage or default_storage
-    export = ReleaseExport.objects.select_related("release").get(pk=export_id)
+    export = ReleaseExport.objects.select_related("release").filter(pk=export_id).first()
+    if export is None:
+        return None
     if export.status == ReleaseExport.Status.DONE:
         return export
     removed = clear(export, storage)

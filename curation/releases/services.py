@@ -137,23 +137,54 @@ def _whole(value, field: str, low: int, high: int, what: str) -> int:
     return number
 
 
-def normalise_options(fmt: str, options: dict | None) -> dict:
-    """The options an export of ``fmt`` accepts, checked: WebDataset takes ``samples_per_shard``
-    and ``shard_size`` (bytes per tar shard); the other formats take none. Unknown keys are
-    refused, not ignored; empty values mean the default."""
+IMAGE_CHOICES = ("include", "none")
+ARCHIVE_CHOICES = ("tar", "zip")
+MISSING_CHOICES = ("skip", "fail")
+
+
+def _choice(options: dict, key: str, choices: tuple, what: str) -> str | None:
+    if key not in options:
+        return None
+    value = str(options.pop(key)).strip().lower()
+    if value not in choices:
+        raise ReleaseError(f"{what} must be one of {', '.join(choices)} (got {value!r}).", key)
+    return value
+
+
+def normalise_options(fmt: str, options: dict | None, release: Release | None = None) -> dict:
+    """The options an export of ``fmt`` accepts, checked, with the defaults filled in (so two asks
+    for the same files find the same export):
+
+    - ``images``: ``include`` (default) or ``none`` (the manifest then names the storage);
+    - ``missing_images``: ``skip`` or ``fail`` (default: the release's ``missing_image``), with images;
+    - WebDataset: ``samples_per_shard`` and ``shard_size`` (bytes per tar shard);
+    - the other formats with images: ``image_archive`` (``tar`` or ``zip``) and ``shard_size``
+      (bytes per images shard).
+
+    Unknown keys, and keys that do nothing for this format, are refused, not ignored; empty values
+    mean the default."""
     options = {k: v for k, v in dict(options or {}).items() if v not in (None, "")}
-    clean: dict = {}
+    clean: dict = {"images": _choice(options, "images", IMAGE_CHOICES, "images") or "include"}
+    with_images = clean["images"] == "include"
+    missing = _choice(options, "missing_images", MISSING_CHOICES, "missing_images")
+    if missing and not with_images:
+        raise ReleaseError("missing_images applies to an export with images: without them no image file is read.",
+                           "missing_images")
+    if with_images:
+        clean["missing_images"] = missing or ((release.config or {}).get("missing_image") if release else None) or "skip"
     if fmt == ReleaseExport.Format.WEBDATASET:
         if "samples_per_shard" in options:
             clean["samples_per_shard"] = _whole(options.pop("samples_per_shard"), "samples_per_shard",
                                                 SAMPLES_PER_SHARD_MIN, SAMPLES_PER_SHARD_MAX, "samples per shard")
-        if "shard_size" in options:
-            clean["shard_size"] = _whole(options.pop("shard_size"), "shard_size", SHARD_BYTES_MIN, SHARD_BYTES_MAX,
-                                         "shard size in bytes")
+    elif with_images:
+        clean["image_archive"] = _choice(options, "image_archive", ARCHIVE_CHOICES, "image_archive") or "tar"
+    if "shard_size" in options and (with_images or fmt == ReleaseExport.Format.WEBDATASET):
+        clean["shard_size"] = _whole(options.pop("shard_size"), "shard_size", SHARD_BYTES_MIN, SHARD_BYTES_MAX,
+                                     "shard size in bytes")
     unknown = sorted(options)
     if unknown:
-        raise ReleaseError(f"Unknown option{'s' if len(unknown) > 1 else ''} for {fmt}: {', '.join(unknown)}.",
-                           "options")
+        raise ReleaseError(f"Unknown option{'s' if len(unknown) > 1 else ''} for {fmt}"
+                           f"{' without images' if not with_images else ''}: {', '.join(unknown)}.", "options")
     return clean
 
 
@@ -167,7 +198,7 @@ def export_create(release: Release, format: str, options: dict | None = None, us
     if release.status != Release.Status.FROZEN:
         raise ReleaseError(f"Only a frozen release can be exported; this one is {release.get_status_display().lower()}.",
                            "release")
-    clean = normalise_options(format, options)
+    clean = normalise_options(format, options, release)
     with transaction.atomic():
         Release.objects.select_for_update().filter(pk=release.pk).first()  # one export per key at a time
         for existing in ReleaseExport.objects.filter(
@@ -202,4 +233,44 @@ def export_retry(export: ReleaseExport) -> ReleaseExport:
 def mark_attempt(export_id: int) -> None:
     ReleaseExport.objects.filter(pk=export_id).update(
         attempts=F("attempts") + 1, status=ReleaseExport.Status.RUNNING, rows_done=0, error="",
-        files=[], sha256="", size=0, report=[], finished_at=None)
+        files=[], sha256="", size=0, report=[], finished_at=None, verification={})
+
+
+def export_verify(export: ReleaseExport, *, enqueue: bool = True) -> ReleaseExport:
+    """Queue a re-export and verify of a done export (``verify.run_verify``); one at a time."""
+    from .verify import BUSY
+
+    if export.status != ReleaseExport.Status.DONE:
+        raise ReleaseError(f"Only a done export can be verified; this one is {export.get_status_display().lower()}.",
+                           "status")
+    with transaction.atomic():
+        current = ReleaseExport.objects.select_for_update().get(pk=export.pk)
+        if (current.verification or {}).get("status") in BUSY:
+            raise ReleaseError("This export is being verified already.", "status")
+        current.verification = {"status": "queued"}
+        current.save(update_fields=["verification"])
+    export.verification = current.verification
+    if enqueue:
+        from .tasks import release_export_verify as task
+
+        transaction.on_commit(lambda: task.delay(export.pk))
+    return export
+
+
+def export_delete(export: ReleaseExport, storage=None) -> int:
+    """Delete an export and every file it has in storage; returns how many files were removed.
+    An export a worker is writing right now is refused (its files would come back)."""
+    from .publish import clear
+
+    if export.status == ReleaseExport.Status.RUNNING:
+        raise ReleaseError("This export is being written right now; delete it once it is done or failed.", "status")
+    with transaction.atomic():
+        locked = ReleaseExport.objects.select_for_update().filter(pk=export.pk).first()
+        if locked is None:
+            return 0
+        if locked.status == ReleaseExport.Status.RUNNING:
+            raise ReleaseError("This export is being written right now; delete it once it is done or failed.",
+                               "status")
+        removed = clear(locked, storage)
+        locked.delete()
+    return removed

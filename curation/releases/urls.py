@@ -11,4 +11,6 @@ urlpatterns = [
     path("releases/<int:pk>/freeze", views.release_freeze, name="release-freeze"),
     path("releases/<int:pk>/exports", views.release_exports, name="release-exports"),
     path("releases/<int:pk>/exports/<int:export_id>/download", views.export_download, name="release-download"),
+    path("releases/<int:pk>/exports/<int:export_id>/verify", views.export_verify, name="release-export-verify"),
+    path("releases/<int:pk>/exports/<int:export_id>/delete", views.export_delete, name="release-export-delete"),
 ]

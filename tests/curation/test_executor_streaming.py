@@ -238,7 +238,8 @@ def test_the_preset_text_path_parses_each_distinct_text_once_and_writes_the_step
         assert decision.text_before == TEXTS[10][len("Stock photo: "):]
         spans = decision.details["removed_spans"]
         assert spans and all(start >= len("Stock photo: ") for start, _ in spans)
-        assert "Boston" in {TEXTS[10][start:end].strip() for start, end in spans}
+        # hypernymize v3 drops a place hanging on a noun with its preposition ("the mayor of Boston" -> "the mayor")
+        assert "of Boston" in {TEXTS[10][start:end].strip() for start, end in spans}
     overlap = FilterDecision.objects.filter(run=keyed, filter_name="label_overlap")
     assert set(overlap.values_list("outcome", "reason")) == {("na", "no_labels")}
 

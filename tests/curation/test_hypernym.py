@@ -181,8 +181,13 @@ def test_a_caption_left_too_short_is_dropped_with_what_it_became():
         _, decision = one(text)
         assert (decision.outcome, decision.reason) == (DROP, "too_short")
         assert decision.score < 3 and decision.details["min_tokens"] == 3
-    _, decision = one("Jimmy Barnes performs at the Sydney Entertainment Centre", min_tokens=2)
+    # Two words pass min_tokens=2; without the recheck (on by default), losing its only preposition and
+    # article would drop it as inconsistent, as the next case shows.
+    _, decision = one("Jimmy Barnes performs at the Sydney Entertainment Centre", min_tokens=2, recheck=[])
     assert (decision.outcome, decision.text) == (KEEP, "person performs")
+    _, rechecked = one("Jimmy Barnes performs at the Sydney Entertainment Centre", min_tokens=2)
+    assert (rechecked.outcome, rechecked.reason) == (DROP, "inconsistent")
+    assert rechecked.details["lost"] == ["determiner", "preposition"]
 
 
 def test_a_caption_of_nothing_but_names_is_dropped_as_inconsistent():
@@ -273,7 +278,7 @@ def test_captions_with_an_entity_type_rarer_than_the_minimum_are_dropped_over_th
     assert (rare.reason, rare.details["rare"], rare.score) == ("rare_entity_type", {"tower": 1}, 1)
     assert out[items[0].caption_id].score == 3 and out[items[4].caption_id].reason == "no_entity_types"
     assert all(d.outcome == DROP for d in RareEntityTypes({"min_count": 3}).apply(items[:4]))
-    assert RareEntityTypes.defaults == {"min_count": 100} and RareEntityTypes.run_level
+    assert RareEntityTypes.defaults == {"min_count": 100, "min_share": None} and RareEntityTypes.run_level
 
 
 @pytest.mark.django_db

@@ -198,8 +198,9 @@ def test_rho_is_half_the_negative_log_probability_of_the_comments_ngrams(state):
     u_total, b_total = state["unigram_total"], state["bigram_total"]
     [rho] = scores(state, ["Great shot, nice colors!"])
     expected = -0.5 * (math.log(unigrams["shot"] / u_total) + math.log(unigrams["colors"] / u_total)
-                       + math.log(bigrams["great shot"] / b_total) + math.log(bigrams["shot nice"] / b_total)
-                       + math.log(bigrams["nice colors"] / b_total))
+                       + math.log(bigrams["great shot"] / b_total) + math.log(bigrams["nice colors"] / b_total))
+    [doc] = [it.doc for it in items_for_texts(["Great shot, nice colors!"], POS)]
+    assert inf.ngrams(doc)[1] == ["great shot", "nice colors"]  # the comma ends a stretch: no "shot nice"
     assert rho == pytest.approx(expected, abs=1e-3)
 
 
@@ -245,8 +246,9 @@ def test_thresholds_keep_the_informative_and_drop_safe_and_overlong_comments(sta
     assert decisions[1].details["unigrams"][:2] == ["tractor", "contrasts"]
 
 
-def test_the_default_thresholds_are_the_papers():
-    assert inf.Informativeness.defaults["min_rho"] == 20 and inf.Informativeness.defaults["max_rho"] == 120
+def test_the_default_thresholds_keep_the_papers_share_of_the_corpus_and_its_ceiling():
+    defaults = inf.Informativeness.defaults
+    assert defaults["min_rho_percentile"] == 55 and defaults["min_rho"] is None and defaults["max_rho"] == 120
 
 
 # --- Saving and loading ---------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_a_worker_killed_mid_export_publishes_nothing_and_the_rerun_gives_the_sa
     with tempfile.TemporaryDirectory() as tmp:
         expected = {f["name"]: f["sha256"] for f in formats.write("webdataset", release, Path(tmp),
                                                                   dict(export.options))}
-    assert len(expected) == 8  # 8 images, one sample each, one per shard
+    assert len(expected) == 9  # 8 images, one sample each, one per shard, and the export manifest
 
     queue = f"release-crash-{uuid.uuid4().hex[:8]}"  # a queue of our own: no other worker takes the task
     saved = app.conf.task_always_eager

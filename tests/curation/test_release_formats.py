@@ -1,5 +1,6 @@
-"""Export formats read back with their own readers (pycocotools, json, csv, pyarrow, Hugging Face
-datasets, webdataset) give exactly the release's rows; every format is byte-identical on a second
+"""Export formats without images (``images: none``: image paths are storage names) read back with
+their own readers (pycocotools, json, csv, pyarrow, Hugging Face datasets, webdataset) give exactly
+the release's rows; every format is byte-identical on a second
 write; formula-like CSV cells are neutralised; control characters are stripped and recorded;
 missing image files follow the release's setting."""
 from __future__ import annotations
@@ -56,10 +57,18 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+NONE = {"images": "none"}
+
+
+def annotations(files, release):
+    """The format's own files: every file but the export manifest."""
+    return [f for f in files if f["name"] != f"release-{release.pk}-export.json"]
+
+
 def test_coco_json_loads_with_pycocotools(release, tmp_path):
     from pycocotools.coco import COCO
 
-    files = write("coco", release, tmp_path, {})
+    files = annotations(write("coco", release, tmp_path, NONE), release)
     assert [f["name"] for f in files] == [f"release-{release.pk}-captions_{s}.json" for s in ("test", "train", "val")]
     for split in ("train", "val", "test"):
         coco = COCO(str(tmp_path / f"release-{release.pk}-captions_{split}.json"))
@@ -70,14 +79,14 @@ def test_coco_json_loads_with_pycocotools(release, tmp_path):
             assert ann["caption"] == clean(item.text) and ann["image_id"] == item.provenance["image"]
             image = coco.imgs[item.provenance["image"]]
             assert (image["file_name"], image["width"], image["height"], image["sha256"]) == (
-                item.image_file.rsplit("/", 1)[1], item.width, item.height, item.image_sha256)
+                item.image_file, item.width, item.height, item.image_sha256)
             assert coco.dataset["licenses"][image["license"] - 1]["url"] == item.license
         assert sorted(coco.imgs) == sorted({i.provenance["image"] for i in items})
         assert coco.dataset["info"]["content_hash"] == release.content_hash
 
 
 def test_karpathy_json(release, tmp_path):
-    [entry] = write("karpathy", release, tmp_path, {})
+    [entry] = annotations(write("karpathy", release, tmp_path, NONE), release)
     data = json.loads((tmp_path / entry["name"]).read_text(encoding="utf-8"))
     assert data["dataset"] == "cc-demo"
     sentences = [(img, s) for img in data["images"] for s in img["sentences"]]
@@ -96,7 +105,7 @@ def test_karpathy_json(release, tmp_path):
 
 
 def test_jsonl_rows_with_provenance(release, tmp_path):
-    [entry] = write("jsonl", release, tmp_path, {})
+    [entry] = annotations(write("jsonl", release, tmp_path, NONE), release)
     lines = (tmp_path / entry["name"]).read_text(encoding="utf-8").split("\n")
     assert lines[-1] == ""
     records = [json.loads(line) for line in lines[:-1]]
@@ -110,7 +119,7 @@ def test_jsonl_rows_with_provenance(release, tmp_path):
 
 
 def test_csv_neutralises_formulas_and_keeps_line_breaks(release, tmp_path):
-    [entry] = write("csv", release, tmp_path, {})
+    [entry] = annotations(write("csv", release, tmp_path, NONE), release)
     with open(tmp_path / entry["name"], encoding="utf-8", newline="") as fh:
         read = list(csv.DictReader(fh))
     items = rows(release)
@@ -131,7 +140,7 @@ def test_csv_neutralises_formulas_and_keeps_line_breaks(release, tmp_path):
 def test_parquet_reads_with_pyarrow_and_datasets(release, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    [entry] = write("parquet", release, tmp_path / "out", {"row_group_size": 4})
+    [entry] = annotations(write("parquet", release, tmp_path / "out", {**NONE, "row_group_size": 4}), release)
     path = tmp_path / "out" / entry["name"]
     table = pq.read_table(path)
     assert pq.ParquetFile(path).num_row_groups == (len(rows(release)) + 3) // 4
@@ -159,7 +168,7 @@ def test_parquet_reads_with_pyarrow_and_datasets(release, tmp_path, monkeypatch)
 def test_webdataset_shards_read_back(release, tmp_path):
     import webdataset as wds
 
-    files = write("webdataset", release, tmp_path, {"samples_per_shard": 3})
+    files = annotations(write("webdataset", release, tmp_path, {"samples_per_shard": 3}), release)
     names = [f["name"] for f in files]
     assert names == [f"release-{release.pk}-{n:06d}.tar" for n in range(len(names))] and len(names) >= 3
     samples = list(wds.WebDataset([str(tmp_path / n) for n in names], shardshuffle=False))
@@ -180,15 +189,18 @@ def test_webdataset_shards_read_back(release, tmp_path):
         seen += [c["position"] for c in meta["captions"]]
     assert seen == [i.position for i in items]
     # A byte budget splits shards too.
-    by_size = write("webdataset", release, tmp_path / "bysize", {"shard_size": 1})
+    by_size = annotations(write("webdataset", release, tmp_path / "bysize", {"shard_size": 1}), release)
     assert len(by_size) == len(groups)
 
 
 def test_every_format_is_byte_identical_on_a_second_write(release, tmp_path):
     for fmt in (*FORMATS, "manifest"):
-        first = write(fmt, release, tmp_path / fmt / "a", {"samples_per_shard": 4})
-        second = write(fmt, release, tmp_path / fmt / "b", {"samples_per_shard": 4})
+        options = {"samples_per_shard": 4} if fmt == "webdataset" else {"shard_size": 4000}
+        first = write(fmt, release, tmp_path / fmt / "a", options)
+        second = write(fmt, release, tmp_path / fmt / "b", options)
         assert first == second, fmt
+        if fmt not in ("webdataset", "manifest"):
+            assert sum(f["name"].endswith(".tar") for f in first) > 1, fmt  # several images shards
         for entry in first:
             assert (tmp_path / fmt / "a" / entry["name"]).read_bytes() == (tmp_path / fmt / "b" / entry["name"]).read_bytes()
 
@@ -205,19 +217,21 @@ def test_control_characters_are_stripped_and_recorded(release, tmp_path):
     stored = next(i for i in rows(release) if i.text == CONTROL)
     for fmt in FORMATS:
         report = []
-        files = write(fmt, release, tmp_path / fmt, {"report": report})
+        files = annotations(write(fmt, release, tmp_path / fmt, {"report": report}), release)
         entries = [e for e in report if e["code"] == "invalid_characters"]
         assert entries and entries[0]["removed"] == ["U+0007", "U+000B", "U+001B"], fmt
         assert entries[0]["position"] == stored.position
         for entry in files:
             data = (tmp_path / fmt / entry["name"]).read_bytes()
+            if "-images-" in entry["name"]:
+                continue
             if fmt in ("jsonl", "coco", "karpathy", "csv"):
                 # No raw control character anywhere; JSON formats may keep the provenance's copy of the
                 # raw text as an escaped \u0007 (valid JSON), never the caption.
                 assert b"\x07" not in data and b"\x1b" not in data, fmt
                 if fmt in ("coco", "karpathy", "csv"):
                     assert b"\\u0007" not in data, fmt
-    [entry] = write("jsonl", release, tmp_path / "again", {})
+    [entry] = annotations(write("jsonl", release, tmp_path / "again", NONE), release)
     text = (tmp_path / "again" / entry["name"]).read_text(encoding="utf-8")
     assert json.dumps("a bell and an escape[31m in an alt-text")[1:-1] in text
 
@@ -226,7 +240,7 @@ def test_missing_image_file_skip_and_fail(release, tmp_path):
     victim = rows(release)[0]
     default_storage.delete(victim.image_file)
     report = []
-    files = write("webdataset", release, tmp_path / "skip", {"report": report})
+    files = annotations(write("webdataset", release, tmp_path / "skip", {"report": report}), release)
     report = [e for e in report if e["code"] == "missing_image"]
     assert len(report) == 1
     assert report[0]["position"] == victim.position and report[0]["file"] == victim.image_file
@@ -235,12 +249,13 @@ def test_missing_image_file_skip_and_fail(release, tmp_path):
     keys = [s["__key__"] for s in wds.WebDataset([str(tmp_path / "skip" / f["name"]) for f in files],
                                                  shardshuffle=False)]
     assert f"{victim.position:09d}" not in keys and keys
-    # Formats without image bytes do not read the file at all.
-    assert write("jsonl", release, tmp_path / "jsonl", {})
+    # Exports without images do not read the file at all.
+    assert write("jsonl", release, tmp_path / "jsonl", NONE)
     release.config = {**release.config, "missing_image": "fail"}
     with pytest.raises(ReleaseError) as info:
         write("webdataset", release, tmp_path / "fail", {})
-    assert info.value.field == "missing_image" and victim.image_file in info.value.message
+    assert info.value.field == "missing_images" and victim.image_file in info.value.message
+    assert not any((tmp_path / "fail").iterdir())  # nothing half-written is visible
 
 
 def test_custom_storage_open_reads_the_bytes(release, tmp_path):
@@ -282,6 +297,6 @@ def test_real_photo_bytes_in_shards(shared_photos, tmp_path):
         add_caption(add_image(collection, path.read_bytes(), external_id=path.stem), CC_EXTRA[n])
     rel = make_release("photos", collections=[collection.pk], splits={"train": 1.0, "val": 0, "test": 0})
     freeze(rel)
-    files = write("webdataset", rel, tmp_path, {})
+    files = annotations(write("webdataset", rel, tmp_path, {}), rel)
     samples = list(wds.WebDataset([str(tmp_path / f["name"]) for f in files], shardshuffle=False))
     assert sorted(sha(s["jpg"]) for s in samples) == sorted(sha(p.read_bytes()) for p in paths)

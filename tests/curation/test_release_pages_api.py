@@ -114,11 +114,14 @@ def test_creating_and_freezing_from_the_form_shows_counts_card_items_and_exports
     export = ReleaseExport.objects.get(release=release, format="jsonl")
     assert export.status == ReleaseExport.Status.DONE
     fragment = alice_client.get(reverse("release-exports", args=[release.pk])).content.decode()
-    link = reverse("release-download", args=[release.pk, export.pk]) + "?file=" + export.files[0]["name"]
-    assert f'href="{link}"' in fragment and "every 1s" not in fragment
-    response = alice_client.get(link)
-    assert response.status_code == 200 and response["Content-Disposition"].startswith("attachment;")
-    assert hashlib.sha256(download_bytes(response)).hexdigest() == export.sha256
+    assert [f["name"] for f in export.files] == [f"release-{release.pk}-export.json",
+                                                 f"release-{release.pk}-images-000000.tar", f"release-{release.pk}.jsonl"]
+    for entry in export.files:
+        link = reverse("release-download", args=[release.pk, export.pk]) + "?file=" + entry["name"]
+        assert f'href="{link}"' in fragment and "every 1s" not in fragment
+        response = alice_client.get(link)
+        assert response.status_code == 200 and response["Content-Disposition"].startswith("attachment;")
+        assert hashlib.sha256(download_bytes(response)).hexdigest() == entry["sha256"]
 
 
 def test_the_items_page_paginates_with_htmx(alice_client, db):
@@ -143,8 +146,9 @@ def test_export_errors_and_a_webdataset_shard_download(alice_client, db, eager_c
         alice_client.post(reverse("release-exports", args=[release.pk]),
                           {"format": "webdataset", "samples_per_shard": "2", "shard_mb": "5"})
     export = ReleaseExport.objects.get(release=release, format="webdataset")
-    assert export.status == "done" and len(export.files) == 2  # 3 images, 2 per shard
-    assert export.options == {"samples_per_shard": 2, "shard_size": 5 * 1024 * 1024}
+    assert export.status == "done" and len(export.files) == 3  # 3 images, 2 per shard, and the manifest
+    assert export.options == {"images": "include", "missing_images": "skip", "samples_per_shard": 2,
+                              "shard_size": 5 * 1024 * 1024}
     url = reverse("release-download", args=[release.pk, export.pk])
     assert alice_client.get(url).status_code == 404  # several files: name one
     assert alice_client.get(url + "?file=../../etc/passwd").status_code == 404
@@ -159,7 +163,7 @@ def test_export_errors_and_a_webdataset_shard_download(alice_client, db, eager_c
 
 def test_downloads_on_s3_redirect_to_a_signed_url(alice_client, db, monkeypatch):
     release = frozen_release(make_collection(n_images=2))
-    export = export_now(release, "csv")
+    export = export_now(release, "csv", {"images": "none"})
     storage = default_storage._wrapped if hasattr(default_storage, "_wrapped") else default_storage
     asked = {}
 
@@ -174,7 +178,7 @@ def test_downloads_on_s3_redirect_to_a_signed_url(alice_client, db, monkeypatch)
     monkeypatch.setattr(storage, "url", signed)
     response = alice_client.get(reverse("release-download", args=[release.pk, export.pk]))
     assert response.status_code == 302 and "X-Amz-Signature" in response["Location"]
-    assert asked["name"] == publish.storage_name(export, export.files[0]["name"])
+    assert asked["name"] == publish.storage_name(export, f"release-{release.pk}.csv")
     assert "attachment" in asked["parameters"]["ResponseContentDisposition"]
     response = alice_client.get(f"/api/releases/{release.pk}/exports/{export.pk}/download/")
     assert response.status_code == 302 and "X-Amz-Signature" in response["Location"]
@@ -224,9 +228,12 @@ def test_the_api_creates_freezes_lists_items_and_exports(client, carol, db, eage
     assert response.status_code == 200 and response.json()["id"] == export["id"]  # reused
     listing = client.get(f"/api/releases/{release_id}/exports/", **auth).json()
     assert [row["status"] for row in listing] == ["done"]
-    response = client.get(listing[0]["download"], **auth)
-    assert response.status_code == 200
-    assert hashlib.sha256(download_bytes(response)).hexdigest() == listing[0]["sha256"]
+    assert client.get(listing[0]["download"], **auth).status_code == 404  # parquet, images shard, manifest
+    assert [d["name"] for d in listing[0]["downloads"]] == [f["name"] for f in listing[0]["files"]]
+    for link, entry in zip(listing[0]["downloads"], listing[0]["files"]):
+        response = client.get(link["url"], **auth)
+        assert response.status_code == 200
+        assert hashlib.sha256(download_bytes(response)).hexdigest() == entry["sha256"]
     assert client.get(f"/api/releases/{release_id}/exports/999999/download/", **auth).status_code == 404
     bad = client.post(f"/api/releases/{release_id}/exports/", {"format": "zip"}, content_type="application/json",
                       **auth)

@@ -202,7 +202,13 @@ def test_export_create_refuses_a_release_that_is_not_frozen_and_checks_options(d
                                 ("webdataset", {"shard_size": 10}, "shard_size"),
                                 ("webdataset", {"samples_per_shard": 0}, "samples_per_shard"),
                                 ("webdataset", {"samples_per_shard": 2.5}, "samples_per_shard"),
-                                ("jsonl", {"shard_size": 5000}, "options"), ("csv", {"delimiter": ";"}, "options")):
+                                ("jsonl", {"images": "none", "shard_size": 5000}, "options"),
+                                ("csv", {"delimiter": ";"}, "options"), ("coco", {"images": "all"}, "images"),
+                                ("coco", {"image_archive": "rar"}, "image_archive"),
+                                ("jsonl", {"images": "none", "image_archive": "zip"}, "options"),
+                                ("webdataset", {"image_archive": "zip"}, "options"),
+                                ("parquet", {"missing_images": "ignore"}, "missing_images"),
+                                ("csv", {"images": "none", "missing_images": "fail"}, "missing_images")):
         with pytest.raises(ReleaseError) as err:
             services.export_create(release, fmt, options, None)
         assert err.value.field == field, (fmt, options)
@@ -228,7 +234,7 @@ def test_every_format_is_published_whole_and_a_done_export_is_reused(db):
         assert services.export_create(release, fmt, options, None, enqueue=False).pk == export.pk
         assert publish.run_export(export.pk).attempts == 1
     shards = ReleaseExport.objects.get(release=release, format="webdataset")
-    assert len(shards.files) == 2  # 6 samples (one per image), 4 per shard
+    assert len(shards.files) == 3  # 6 samples (one per image), 4 per shard, and the export manifest
     other = services.export_create(release, "webdataset", {"samples_per_shard": 6}, None, enqueue=False)
     assert other.pk != shards.pk
 
@@ -305,7 +311,7 @@ def test_the_release_command_creates_freezes_exports_lists_and_shows(db, tmp_pat
                  "--out", str(tmp_path / "out"), stdout=out)
     export = ReleaseExport.objects.get(release=release, format="webdataset")
     local = sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert local == sorted(Path(f["name"]).name for f in export.files) and len(local) == 3
+    assert local == sorted(Path(f["name"]).name for f in export.files) and len(local) == 4  # 3 shards, manifest
     for f in export.files:
         assert hashlib.sha256((tmp_path / "out" / f["name"]).read_bytes()).hexdigest() == f["sha256"]
     assert export.sha256 in out.getvalue()

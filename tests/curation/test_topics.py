@@ -96,12 +96,51 @@ def test_an_image_without_vocabulary_ngrams_is_not_labelled():
     assert 99 not in flt.distributions
 
 
-def test_a_run_without_any_vocabulary_labels_nothing():
-    rows = [{"caption_id": 1, "image_id": 1, "text": "Nice shot!"}, {"caption_id": 2, "image_id": 2, "text": "Wow"}]
+def test_a_run_without_any_topic_ngrams_labels_nothing():
+    rows = [{"caption_id": 1, "image_id": 1, "text": "Wow!"}, {"caption_id": 2, "image_id": 2, "text": "So good"}]
     flt = topics.LdaTopics(PARAMS)
     decisions = flt.decide_run(rows)
     assert {d.reason for d in decisions.values()} == {"no_vocabulary"}
     assert flt.model is None and topics.save_run_topics(flt, run=None) is None
+
+
+# A first collection: six images, one critique each, in two themes (no n-gram in 10% of comments or more
+# and in two comments at once, as the paper's bounds want).
+FIRST_COLLECTION = [
+    "The reflection of the pier in the calm lake is lovely.",
+    "Calm lake water and a soft reflection of the boat.",
+    "The old church tower against the evening skyline.",
+    "Strong lines of the tower and the church roof.",
+    "The lake reflection at dawn is very calm.",
+    "The church roof and the stone tower are sharp.",
+]
+
+
+def first_collection_rows():
+    return [{"caption_id": i + 1, "image_id": i + 1, "text": t} for i, t in enumerate(FIRST_COLLECTION)]
+
+
+def test_the_papers_bounds_leave_a_first_collection_without_vocabulary():
+    flt = topics.LdaTopics({"adapt_bounds": False})
+    decisions = flt.decide_run(first_collection_rows())
+    assert {d.reason for d in decisions.values()} == {"no_vocabulary"}
+
+
+def test_a_first_collection_gets_topics_with_the_default_adaptive_bounds():
+    flt = topics.LdaTopics({"random_state": 3, "max_iter": 50})
+    decisions = flt.decide_run(first_collection_rows())
+    assert all(d.outcome == KEEP for d in decisions.values())
+    bounds = flt.model.meta["vocabulary_bounds"]
+    assert bounds["adapted"] and bounds["n_topics"] <= 6 and flt.model.n_topics == bounds["n_topics"]
+    assert {"reflection", "tower", "church"} <= set(flt.model.vocabulary)
+    assert len(flt.distributions) == 6 and all(len(d) == flt.model.n_topics for d in flt.distributions.values())
+
+
+def test_the_adaptive_bounds_leave_a_large_collection_as_the_paper_wants():
+    flt = topics.LdaTopics(PARAMS)
+    flt.decide_run(theme_rows(n_images=40))
+    assert flt.model.meta["vocabulary_bounds"]["adapted"] is False
+    assert flt.model.meta["vocabulary_bounds"]["n_topics"] == PARAMS["n_topics"]
 
 
 def test_bad_comments_do_not_break_the_topic_model():
@@ -161,3 +200,51 @@ def test_saving_a_runs_topics_stores_the_model_and_each_images_distribution(fitt
     other = topics.LdaTopics({**PARAMS, "random_state": 8})
     other.decide_run([{**row, "image_id": images[row["image_id"]].pk} for row in theme_rows()])
     assert topics.save_run_topics(other, run).version == 2
+
+
+@pytest.mark.django_db
+def test_alice_sees_an_images_topics_on_its_page_and_in_the_api(alice, alice_client):
+    from django.urls import reverse
+    from rest_framework.test import APIClient
+
+    collection = Collection.objects.create(name="critiques")
+    images = {n: Image.objects.create(collection=collection, external_id=str(n), status="missing")
+              for n in sorted({row["image_id"] for row in theme_rows()})}
+    run = FilterRun.objects.create(collection=collection)
+    flt = topics.LdaTopics(PARAMS)
+    flt.decide_run([{**row, "image_id": images[row["image_id"]].pk} for row in theme_rows()])
+    artifact = topics.save_run_topics(flt, run)
+    water = images[1]
+    top = int(np.argmax(flt.distributions[water.pk]))
+    words = topics.topic_words(flt.model, topics.TOPIC_WORDS_SHOWN)[top]
+
+    page = alice_client.get(reverse("image-detail", args=[water.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Topics" in html and f"Topic {top}" in html and ", ".join(words[:2]) in html
+    assert f"run #{run.pk}" in html
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    detail = api.get(f"/api/images/{water.pk}/").json()
+    [model] = detail["topics"]
+    assert (model["artifact"], model["run"], model["n_topics"]) == (artifact.pk, run.pk, 2)
+    assert model["top"][0]["topic"] == top and model["top"][0]["words"] == words
+    assert model["distribution"] == pytest.approx(flt.distributions[water.pk])
+    listed = {row["id"]: row for row in api.get("/api/images/", {"collection": collection.pk}).json()["results"]}
+    assert listed[water.pk]["topics"][0]["top"][0]["topic"] == top
+    assert "distribution" not in listed[water.pk]["topics"][0]
+
+
+@pytest.mark.django_db
+def test_an_image_without_topics_shows_none_and_a_missing_model_file_does_not_break_the_page(alice, alice_client):
+    from django.urls import reverse
+
+    collection = Collection.objects.create(name="no topics yet")
+    image = Image.objects.create(collection=collection, external_id="x", status="missing")
+    page = alice_client.get(reverse("image-detail", args=[image.pk]))
+    assert page.status_code == 200 and "topics-heading" not in page.content.decode()
+    artifact = topics.artifact_create("lda_topics", b"not an npz", extension="npz", collection=collection)
+    ImageTopics.objects.create(image=image, artifact=artifact, distribution=[0.25, 0.75])
+    page = alice_client.get(reverse("image-detail", args=[image.pk]))
+    assert page.status_code == 200 and "Topic 1" in page.content.decode()

@@ -4,6 +4,10 @@
         --splits 0.8,0.1,0.1 --seed 7 --test-human-verified --freeze
     manage.py release freeze 4
     manage.py release export 4 --format webdataset --shard-size 500MB --out /data/cc-v1
+    manage.py release export 4 --format coco --image-archive zip --verify    # images/ in zip shards
+    manage.py release export 4 --format jsonl --images none                  # paths into storage
+    manage.py release verify 12        # re-export export #12 and compare every sha256
+    manage.py release delete-export 12
     manage.py release list
     manage.py release show 4
 
@@ -64,15 +68,31 @@ class Command(BaseCommand):
         export = sub.add_parser("export", help="export a frozen release in one format, in this process")
         export.add_argument("id", type=int)
         export.add_argument("--format", required=True, choices=ReleaseExport.Format.values)
-        export.add_argument("--shard-size", help="WebDataset: most bytes per shard, e.g. 500MB, 1GB or 1048576")
+        export.add_argument("--images", choices=("include", "none"), default="include",
+                            help="include: the images ship with the export (WebDataset samples, or images/ shards "
+                                 "the annotations reference); none: the annotations give storage paths and the "
+                                 "manifest names the storage")
+        export.add_argument("--missing-images", choices=("skip", "fail"),
+                            help="an image missing from storage: leave its captions out (counted) or fail with the "
+                                 "list (default: the release's setting)")
+        export.add_argument("--image-archive", choices=("tar", "zip"),
+                            help="the images shards of a non-WebDataset export (default tar)")
+        export.add_argument("--shard-size", help="most bytes per shard (WebDataset, or images shards), e.g. 500MB, "
+                                                 "1GB or 1048576")
         export.add_argument("--samples-per-shard", type=int, help="WebDataset: most samples (images) per shard")
         export.add_argument("--out", help="also copy the files into this local folder")
+        export.add_argument("--verify", action="store_true",
+                            help="then re-export and verify that every sha256 matches")
+        verify = sub.add_parser("verify", help="re-export a done export and show that every sha256 matches")
+        verify.add_argument("export_id", type=int)
+        delete = sub.add_parser("delete-export", help="delete an export and its files")
+        delete.add_argument("export_id", type=int)
         sub.add_parser("list", help="list releases")
         show = sub.add_parser("show", help="show a release: config, counts, exports, the card")
         show.add_argument("id", type=int)
 
     def handle(self, *args, **options):
-        getattr(self, f"do_{options['action']}")(options)
+        getattr(self, f"do_{options['action'].replace('-', '_')}")(options)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -179,7 +199,11 @@ class Command(BaseCommand):
         from curation.releases import ReleaseError, publish, services
 
         release = self._release(o["id"])
-        options = {}
+        options = {"images": o["images"]}
+        if o["missing_images"]:
+            options["missing_images"] = o["missing_images"]
+        if o["image_archive"]:
+            options["image_archive"] = o["image_archive"]
         if o["samples_per_shard"]:
             options["samples_per_shard"] = o["samples_per_shard"]
         if o["shard_size"]:
@@ -194,17 +218,66 @@ class Command(BaseCommand):
             echo, finish = self._progress(f"Export #{export.pk} {export.format}")
             export = publish.run_export(export.pk, echo=echo)
             finish()
+            if export is None:
+                raise CommandError("the export was deleted while it ran")
         if export.status != ReleaseExport.Status.DONE:
             raise CommandError(f"export #{export.pk} failed: {export.error}")
         for f in export.files:
             self.stdout.write(f"  {f['name']}  {f['size']:,} bytes  sha256 {f['sha256']}")
         self.stdout.write(self.style.SUCCESS(
             f"Export #{export.pk}: {len(export.files)} file(s), {export.size:,} bytes, sha256 {export.sha256}"))
-        if export.report:
-            self.stdout.write(self.style.WARNING(f"{len(export.report)} item(s) skipped; see `release show {release.pk}`"))
+        summary = next((e for e in export.report or [] if e.get("code") == "missing_images"), None)
+        if summary:
+            self.stdout.write(self.style.WARNING(summary["message"]))
+        elif export.report:
+            self.stdout.write(self.style.WARNING(f"{len(export.report)} note(s) in the export's report; see "
+                                                 f"`release show {release.pk}`"))
         if o["out"]:
             written = publish.copy_out(export, Path(o["out"]))
             self.stdout.write(f"Copied {len(written)} file(s) to {o['out']}")
+        if o["verify"]:
+            self._verify(export)
+
+    def _export(self, pk: int) -> ReleaseExport:
+        export = ReleaseExport.objects.select_related("release").filter(pk=pk).first()
+        if export is None:
+            raise CommandError(f"no export #{pk}")
+        return export
+
+    def _verify(self, export: ReleaseExport):
+        from curation.releases import ReleaseError, services
+        from curation.releases.verify import run_verify
+
+        try:
+            services.export_verify(export, enqueue=False)
+        except ReleaseError as exc:
+            raise CommandError(exc.message) from None
+        echo, finish = self._progress(f"Verifying #{export.pk}")
+        export = run_verify(export.pk, progress=echo)
+        finish()
+        v = export.verification
+        if v.get("status") != "done":
+            raise CommandError(f"verification of export #{export.pk} failed: {v.get('error')}")
+        for f in v["files"]:
+            mark = "ok      " if f["match"] else "MISMATCH"
+            self.stdout.write(f"  {mark} {f['name']}  recorded {f['recorded'] or '-'}  rewritten {f['rewritten'] or '-'}"
+                              f"  stored {f['stored'] or 'missing'}")
+        if not v["ok"]:
+            raise CommandError(f"export #{export.pk}: {v['matched']} of {len(v['files'])} file(s) match")
+        self.stdout.write(self.style.SUCCESS(f"Export #{export.pk} verified: all {v['matched']} sha256 match."))
+
+    def do_verify(self, o):
+        self._verify(self._export(o["export_id"]))
+
+    def do_delete_export(self, o):
+        from curation.releases import ReleaseError, services
+
+        export = self._export(o["export_id"])
+        try:
+            removed = services.export_delete(export)
+        except ReleaseError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"Export #{o['export_id']} deleted with its {removed} file(s).")
 
     def do_list(self, o):
         rows = Release.objects.order_by("-created_at")
@@ -234,8 +307,12 @@ class Command(BaseCommand):
         if release.report:
             self.stdout.write(f"left out: {len(release.report)} record(s)")
         for e in release.exports.order_by("format", "-created_at"):
+            v = e.verification or {}
+            verified = ("" if not v else "  verified" if v.get("ok") else f"  verification: {v.get('status')}"
+                        + ("" if v.get("status") != "done" else f" ({v.get('matched')}/{len(v.get('files') or [])})"))
             self.stdout.write(f"export #{e.pk} {e.format:<10} {e.status:<7} {e.size:>12,} bytes  {e.sha256[:16]}"
-                              f"  attempts {e.attempts}" + (f"  error: {e.error}" if e.error else ""))
+                              f"  images {(e.options or {}).get('images', 'include')}  attempts {e.attempts}"
+                              + verified + (f"  error: {e.error}" if e.error else ""))
         if release.card:
             self.stdout.write("")
             self.stdout.write(release.card)

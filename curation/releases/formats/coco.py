@@ -7,10 +7,10 @@ pycocotools' ``COCO`` loader reads it::
 
 Image ids are the platform's image ids and annotation ids its caption ids (both copied into the
 release). Written incrementally: one pass over the split's rows for the images, one for the
-annotations. ``options["split"]`` writes one split only."""
+annotations. ``options["split"]`` writes one split only. ``file_name`` is the image's path
+relative to the folder of the JSON files in an export with images (``images/ab/<sha256>.jpg``),
+its storage name without; the captions of an image missing from storage are left out."""
 from __future__ import annotations
-
-import posixpath
 
 from .. import ReleaseError
 from ..splits import SPLITS
@@ -40,21 +40,24 @@ def _write_split(ctx: Context, split: str) -> str:
                            for lic, n in licenses.items()))
         out.write('],"images":[')
         first, last_image = True, None
-        for (position, image_id, sha, file, width, height, lic, credit, external_id) in ctx.rows(
-                split, fields=("position", "provenance__image", "image_sha256", "image_file", "width", "height",
-                               "license", "credit", "external_id")):
-            if image_id == last_image:
+        for (position, image_id, sha, file, fmt, width, height, lic, credit, external_id) in ctx.rows(
+                split, fields=("position", "provenance__image", "image_sha256", "image_file", "image_format", "width",
+                               "height", "license", "credit", "external_id")):
+            if image_id == last_image or sha in ctx.missing:
                 continue
             last_image = image_id
-            image = {"id": image_id, "file_name": posixpath.basename(file), "width": width, "height": height,
+            image = {"id": image_id, "file_name": ctx.image_path(sha, fmt, file), "width": width, "height": height,
                      "license": licenses.get(lic, 0), "sha256": sha, "credit": ctx.clean(credit, position, "credit"),
                      "external_id": ctx.clean(external_id, position, "external_id")}
             out.write(("" if first else ",") + dumps(image))
             first = False
         out.write('],"annotations":[')
         first = True
-        for position, image_id, caption_id, text in ctx.rows(
-                split, fields=("position", "provenance__image", "provenance__caption", "text")):
+        for position, image_id, caption_id, text, sha in ctx.rows(
+                split, fields=("position", "provenance__image", "provenance__caption", "text", "image_sha256")):
+            if ctx.skip(sha):
+                ctx.tick()
+                continue
             out.write(("" if first else ",") + dumps({"id": caption_id, "image_id": image_id,
                                                      "caption": ctx.clean(text, position, "caption")}))
             first = False

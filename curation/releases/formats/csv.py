@@ -20,6 +20,9 @@ def write(ctx: Context) -> list[str]:
         writer = csv_safe.writer(out, lineterminator="\r\n", quoting=_csv.QUOTE_MINIMAL)
         writer.writerow(COLUMNS)
         for row in ctx.rows():
+            if ctx.skip(row[2]):
+                ctx.tick()
+                continue
             rec = record(row, ctx)
             writer.writerow([("" if rec[c] is None else rec[c]) if c != "human_verified"
                              else ("true" if rec[c] else "false") for c in COLUMNS])

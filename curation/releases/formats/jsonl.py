@@ -13,6 +13,9 @@ def write(ctx: Context) -> list[str]:
     name = f"{ctx.prefix}.jsonl"
     with open(ctx.out_dir / name, "w", encoding="utf-8", newline="\n", buffering=BUFFER) as out:
         for row in ctx.rows(fields=fields):
+            if ctx.skip(row[2]):
+                ctx.tick()
+                continue
             out.write(dumps(record(row[:len(ROW_FIELDS)], ctx, row[-1] if with_provenance else None)))
             out.write("\n")
             ctx.tick()

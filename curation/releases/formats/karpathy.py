@@ -6,7 +6,9 @@
 One entry per image and split (an image of a human-verified test split may have its other
 captions in train: then it has a train entry too). ``imgid`` and ``sentid`` count from 0 in
 position order; ``cocoid`` is the platform's image id. Tokens as Karpathy's preprocessing makes
-them: lowercased, ASCII punctuation removed, split on white space."""
+them: lowercased, ASCII punctuation removed, split on white space. ``filepath``/``filename`` is
+the image's path relative to the JSON file in an export with images (``images/ab``,
+``<sha256>.jpg``), its storage name without."""
 from __future__ import annotations
 
 import posixpath
@@ -36,13 +38,14 @@ def write(ctx: Context) -> list[str]:
                 imgid = state["imgid"]
                 state["imgid"] += 1
                 sentences = []
-                for position, _split, image_id, file, caption_id, text in rows:
+                for position, _split, image_id, file, caption_id, text, _sha, _fmt in rows:
                     raw = ctx.clean(text, position, "caption")
                     sentences.append({"tokens": tokenize(raw), "raw": raw, "imgid": imgid,
                                       "sentid": state["sentid"], "caption_id": caption_id})
                     state["sentid"] += 1
-                position, _s, image_id, file = rows[0][:4]
-                entry = {"filepath": posixpath.dirname(file), "filename": posixpath.basename(file),
+                position, _s, image_id, file, _c, _t, sha, fmt = rows[0]
+                path = ctx.image_path(sha, fmt, file)
+                entry = {"filepath": posixpath.dirname(path), "filename": posixpath.basename(path),
                          "imgid": imgid, "split": split, "sentids": [s["sentid"] for s in sentences],
                          "cocoid": image_id, "sentences": sentences}
                 out.write(("" if state["first"] else ",") + dumps(entry))
@@ -50,7 +53,10 @@ def write(ctx: Context) -> list[str]:
 
         group, current = [], None
         for row in ctx.rows(fields=("position", "split", "provenance__image", "image_file", "provenance__caption",
-                                    "text")):
+                                    "text", "image_sha256", "image_format")):
+            if ctx.skip(row[6]):
+                ctx.tick()
+                continue
             if row[2] != current and group:
                 emit(group)
                 group = []

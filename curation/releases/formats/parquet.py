@@ -46,6 +46,9 @@ def write(ctx: Context) -> list[str]:
                           write_statistics=True, version="2.6", data_page_version="1.0",
                           store_schema=True) as writer:
         for row in ctx.rows(fields=ROW_FIELDS + ("provenance",)):
+            if ctx.skip(row[2]):
+                ctx.tick()
+                continue
             rec = record(row[:len(ROW_FIELDS)], ctx)
             for column in COLUMNS[:-1]:
                 columns[column].append(rec["file" if column == "file" else column])

@@ -8,7 +8,11 @@ read back with ``webdataset.WebDataset``.
 
 One sample per image and split (an image of a human-verified test split with other captions in
 train has a sample in each): key = the zero-padded position of its first item; the image bytes
-under their extension (jpg, png, ...) and ``json`` with the image facts and its captions. Shard
+under their extension (jpg, png, ...) and ``json`` with the image facts and its captions (its
+``file`` names the image member, ``<key>.<ext>``). With ``options["images"] == "none"`` a sample
+holds the ``json`` only and ``file`` is the image's storage name (the export manifest names the
+storage). An image missing from storage: its sample is left out (``missing_images: skip``) or
+the export fails with the list of every missing file (``fail``). Shard
 size: ``options["shard_size"]`` (bytes, default 1 GB) and ``options["samples_per_shard"]``
 (default 10,000). Tar members get fixed metadata (mtime 0, uid/gid 0, user and group
 "captionlab", mode 0444), so the shards are byte-identical on every run."""
@@ -19,7 +23,8 @@ import posixpath
 import tarfile
 
 from .. import ReleaseError
-from . import EXTENSIONS, Context, dumps
+from . import Context, dumps
+from .images import BLOCK, HashingFile, HashingReader, check, extension, file_size
 
 FIELDS = ("position", "split", "provenance__image", "image_sha256", "image_file", "image_format", "width",
           "height", "license", "credit", "external_id", "provenance__caption", "text", "language",
@@ -34,24 +39,28 @@ def _positive(ctx: Context, key: str, default: int) -> int:
 
 
 def _extension(fmt: str, file: str) -> str:
-    ext = EXTENSIONS.get(fmt) or posixpath.splitext(file)[1].lstrip(".").lower()
-    return ext if ext.isalnum() else "bin"
+    return extension(fmt, file)
 
 
 class ShardWriter:
-    """Tar shards named ``pattern % n`` with fixed member metadata (reproducible bytes)."""
+    """Tar shards named ``pattern % n`` with fixed member metadata (reproducible bytes), each
+    hashed as it is written (``hashed``: name -> file entry). A member is bytes, or a
+    ``(reader, size)`` pair copied in 1 MiB blocks (an image is never whole in memory)."""
 
-    def __init__(self, pattern: str, maxcount: int, maxsize: int):
+    def __init__(self, pattern: str, maxcount: int, maxsize: int, hashed: dict | None = None):
         self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
+        self.hashed = hashed if hashed is not None else {}
         self.names: list[str] = []
-        self.tar = None
+        self.tar = self.out = None
         self.count = self.size = 0
 
     def _next(self) -> None:
         self.finish()
         name = self.pattern % len(self.names)
         self.names.append(posixpath.basename(name))
-        self.tar = tarfile.open(name, mode="w", format=tarfile.USTAR_FORMAT)
+        self.out = HashingFile(name)
+        self.tar = tarfile.open(fileobj=self.out, mode="w", format=tarfile.USTAR_FORMAT)
+        self.tar.copybufsize = BLOCK
         self.count = self.size = 0
 
     def write(self, sample: dict) -> None:
@@ -59,19 +68,23 @@ class ShardWriter:
             self._next()
         key = sample["__key__"]
         for ext in sorted(k for k in sample if not k.startswith("_")):
-            data = sample[ext]
+            member = sample[ext]
+            source, size = (io.BytesIO(member), len(member)) if isinstance(member, bytes) else member
             info = tarfile.TarInfo(f"{key}.{ext}")
-            info.size, info.mtime, info.mode = len(data), 0, 0o444
+            info.size, info.mtime, info.mode = size, 0, 0o444
             info.uid = info.gid = 0
             info.uname = info.gname = "captionlab"
-            self.tar.addfile(info, io.BytesIO(data))
-            self.size += len(data)
+            self.tar.addfile(info, source)
+            self.size += size
         self.count += 1
 
     def finish(self) -> None:
         if self.tar is not None:
             self.tar.close()
-            self.tar = None
+            self.out.close()
+            self.hashed[self.names[-1]] = {"name": self.names[-1], "size": self.out.size,
+                                           "sha256": self.out.digest.hexdigest()}
+            self.tar = self.out = None
 
     def close(self) -> list[str]:
         if not self.names:  # an export with no sample still gets one (empty) shard
@@ -79,11 +92,16 @@ class ShardWriter:
         self.finish()
         return self.names
 
+    def abort(self) -> None:
+        """Stop after an error: close the open file (the caller's staging folder goes away)."""
+        if self.out is not None:
+            self.out.fh.close()
+
 
 def write(ctx: Context) -> list[str]:
     shard_size = _positive(ctx, "shard_size", 1_000_000_000)
     per_shard = _positive(ctx, "samples_per_shard", 10_000)
-    sink = ShardWriter(str(ctx.out_dir / f"{ctx.prefix}-%06d.tar"), per_shard, shard_size)
+    sink = ShardWriter(str(ctx.out_dir / f"{ctx.prefix}-%06d.tar"), per_shard, shard_size, ctx.hashed)
     try:
         group: list[tuple] = []
         for row in ctx.rows(fields=FIELDS):
@@ -94,29 +112,54 @@ def write(ctx: Context) -> list[str]:
             ctx.tick()
         if group:
             _sample(ctx, sink, group)
-    finally:
-        names = sink.close()
-    return names
+    except BaseException:
+        sink.abort()
+        raise
+    return sink.close()
 
 
 def _sample(ctx: Context, sink, rows: list[tuple]) -> None:
     (position, split, image_id, sha, file, fmt, width, height, lic, credit, external_id) = rows[0][:11]
-    if not file:
-        ctx.missing_image(position, image_id, file, "has no file")
-        return
-    try:
-        with ctx.open_image(file) as fh:
-            data = fh.read()
-    except Exception as exc:  # noqa: BLE001 - local FileNotFoundError, S3 ClientError 404, ...
-        if isinstance(exc, ReleaseError):
-            raise
-        ctx.missing_image(position, image_id, file, f"is missing from storage ({type(exc).__name__})")
-        return
+    key = f"{position:09d}"
+    sample = {"__key__": key}
+    fh = None
+    if ctx.with_images:
+        fh = _open(ctx, position, image_id, sha, file)
+        if fh is None:
+            ctx.captions_skipped += len(rows)
+            return
+        ext = _extension(fmt, file)
+        source = HashingReader(fh)
+        sample[ext] = (source, file_size(fh))
+        file = f"{key}.{ext}"
     meta = {"image_id": image_id, "image_sha256": sha, "file": file, "split": split, "width": width,
             "height": height, "license": ctx.clean(lic, position, "license"),
             "credit": ctx.clean(credit, position, "credit"),
             "external_id": ctx.clean(external_id, position, "external_id"),
             "captions": [{"position": r[0], "caption_id": r[11], "caption": ctx.clean(r[12], r[0], "caption"),
                           "language": r[13], "human_verified": r[14]} for r in rows]}
-    sink.write({"__key__": f"{position:09d}", _extension(fmt, file): data,
-                "json": dumps(meta).encode("utf-8")})
+    sample["json"] = dumps(meta).encode("utf-8")
+    if fh is None:
+        sink.write(sample)
+        return
+    with fh:
+        sink.write(sample)
+    check(source, sha, image_id, rows[0][4])
+    ctx.images_written += 1
+    ctx.image_bytes += source.size
+
+
+def _open(ctx: Context, position: int, image_id, sha: str, file: str):
+    """The image file opened for reading, or None when it is missing (reported once)."""
+    if sha in ctx.missing:
+        return None
+    if not file:
+        ctx.image_missing(sha, position, image_id, file, "has no file")
+        return None
+    try:
+        return ctx.open_image(file)
+    except Exception as exc:  # noqa: BLE001 - local FileNotFoundError, S3 ClientError 404, ...
+        if isinstance(exc, ReleaseError):
+            raise
+        ctx.image_missing(sha, position, image_id, file, f"is missing from storage ({type(exc).__name__})")
+        return None
