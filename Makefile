@@ -49,7 +49,7 @@ need-redis:
 	  echo "Export REDIS_URL=redis://127.0.0.1:6379/0 (and DATABASE_URL=postgres://...) first."; exit 1; fi
 
 worker: need-redis setup
-	$(CELERY) -A captionlab worker -Q default,filters -l info
+	$(CELERY) -A captionlab worker -Q default,filters,aggregate -l info
 
 gpu-worker: need-redis setup
 	$(CELERY) -A captionlab worker -Q gpu -l info --concurrency 1 -n gpu@%h

@@ -1,9 +1,11 @@
 """Every annotation model in the Django admin, with list filters and search, for admins who need
 to look at or repair a campaign by hand. Votes and their audit trail are read-mostly: the pages
-are where people work, the admin is the back door."""
+are where people work, the admin is the back door. Ledger entries are read-only here: money moves
+only through ``annotation.providers.money``, which keeps each payment once (its token)."""
 from django.contrib import admin
 
-from .models import Aggregate, Assignment, Campaign, GoldAnswer, Membership, Reservation, Task, Vote, VoteEdit, Worker
+from .models import (Aggregate, Assignment, Campaign, GoldAnswer, LedgerEntry, Membership, Reservation, Task, Vote,
+                     VoteEdit, Worker)
 
 
 class MembershipInline(admin.TabularInline):
@@ -109,3 +111,26 @@ class AggregateAdmin(admin.ModelAdmin):
     list_filter = ["method", "task__campaign"]
     search_fields = ["=task__id", "part"]
     raw_id_fields = ["task"]
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(admin.ModelAdmin):
+    list_display = ["id", "campaign", "kind", "state", "amount_cents", "token", "provider", "worker", "created_at",
+                    "paid_at"]
+    list_filter = ["kind", "state", "provider", "campaign"]
+    search_fields = ["token", "note", "job__external_id", "assignment__provider_assignment_id",
+                     "worker__external_id", "worker__user__username"]
+    raw_id_fields = ["campaign", "job", "assignment", "worker"]
+    date_hierarchy = "created_at"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False  # view-only: the list and each entry can be read, nothing saved
+
+    def has_delete_permission(self, request, obj=None):
+        return False

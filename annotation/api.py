@@ -29,8 +29,9 @@ from rest_framework.response import Response
 from captionlab.roles import ANNOTATOR, CURATOR, IsCurator, has_role
 from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
 
-from . import routing, services
+from . import quality, routing, services
 from . import tasks as annotation_tasks
+from .providers import controls
 from .models import Aggregate, Campaign, GoldAnswer, Membership, Task, Vote, Worker
 from .serializers import (
     AggregateQueuedSerializer,
@@ -40,6 +41,7 @@ from .serializers import (
     BlockSerializer,
     CampaignAnnotatorSerializer,
     CampaignCreateSerializer,
+    CampaignPatchSerializer,
     CampaignSerializer,
     CampaignUpdateSerializer,
     GoldCreateSerializer,
@@ -121,7 +123,7 @@ WORKER_FILTERS = {"blocked": ("blocked", _bool)}
 # Actions an annotator may call (on campaigns they can see); every other one needs a curator.
 ANNOTATOR_ACTIONS = {"list", "retrieve", "progress", "votes", "vote", None}
 # Fields a PATCH may change; everything else about a campaign is fixed at creation.
-UPDATABLE = set(CampaignUpdateSerializer.Meta.fields)
+UPDATABLE = set(CampaignPatchSerializer.Meta.fields)
 
 VOTE_ID = OpenApiParameter("vote_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="a vote of the campaign")
 WORKER_ID = OpenApiParameter("worker_id", OpenApiTypes.INT, OpenApiParameter.PATH,
@@ -202,17 +204,18 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         selection = {k: data.pop(k) for k in CampaignCreateSerializer.SELECTION if k in data}
+        crowd = {k: data.pop(k) for k in controls.CONTROL_FIELDS if k in data}
         try:
-            campaign = services.campaign_create(name=data.pop("name"), kind=data.pop("kind"), selection=selection,
-                                                user=request.user, members=data.pop("members", []),
-                                                status=data.pop("status"), **data)
+            campaign = controls.create_campaign(controls=crowd, name=data.pop("name"), kind=data.pop("kind"),
+                                                selection=selection, user=request.user,
+                                                members=data.pop("members", []), status=data.pop("status"), **data)
         except services.CampaignError as exc:
             raise campaign_error(exc) from None
         campaign = self.get_queryset().get(pk=campaign.pk)
         return Response(CampaignSerializer(campaign, context=self.get_serializer_context()).data,
                         status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=CampaignUpdateSerializer, responses=CampaignSerializer)
+    @extend_schema(request=CampaignPatchSerializer, responses=CampaignSerializer)
     def partial_update(self, request, *args, **kwargs):
         campaign = self.get_object()
         if campaign.status not in (Campaign.Status.DRAFT, Campaign.Status.PAUSED):
@@ -221,7 +224,11 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
         if fixed:
             raise ValidationError({name: ["This field cannot be changed here (fixed at creation, or changed "
                                           "through its own endpoint)."] for name in fixed})
-        form = CampaignUpdateSerializer(campaign, data=request.data, partial=True)
+        patch = CampaignPatchSerializer(campaign, data=request.data, partial=True)
+        patch.is_valid(raise_exception=True)  # types and ranges of every field, the crowd controls included
+        crowd = {k: patch.validated_data[k] for k in controls.CONTROL_FIELDS if k in patch.validated_data}
+        form = CampaignUpdateSerializer(campaign, data={k: v for k, v in request.data.items()
+                                                        if k not in controls.CONTROL_FIELDS}, partial=True)
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
@@ -236,6 +243,11 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
             if "votes_per_item" in data:
                 self._change_votes_per_item(campaign, data["votes_per_item"])
             form.save()
+            if crowd:
+                try:
+                    controls.update_controls(campaign, crowd)
+                except services.CampaignError as exc:
+                    raise campaign_error(exc) from None
         campaign = self.get_queryset().get(pk=campaign.pk)
         return Response(CampaignSerializer(campaign, context=self.get_serializer_context()).data)
 
@@ -372,10 +384,12 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
     @extend_schema(request=None, responses={202: AggregateQueuedSerializer})
     @action(detail=True, methods=["post"])
     def aggregate(self, request, pk=None):
-        """Queue a recomputation of the campaign's aggregates and agreement now."""
+        """Queue a recomputation of the campaign's aggregates and agreement now (workers the campaign's
+        gold rule fails are blocked first)."""
         from kombu.exceptions import OperationalError
 
         campaign = self.get_object()
+        quality.enforce_gold_rules(campaign)  # the gold rule of every provider, before the figures
         try:
             result = annotation_tasks.aggregate_campaign.delay(campaign.pk)
         except (OperationalError, ConnectionError, OSError):

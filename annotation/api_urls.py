@@ -12,5 +12,6 @@ router.register("campaigns", api.CampaignViewSet, basename="api-campaign")
 
 urlpatterns = [
     path("", include("annotation.api_hot")),
+    path("", include("annotation.api_results")),
     path("", include(router.urls)),
 ]

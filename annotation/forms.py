@@ -19,7 +19,101 @@ class KindSelect(forms.RadioSelect):
     """Radio buttons that carry each kind's description (rendered by the create template)."""
 
 
-class CampaignForm(forms.Form):
+def _cents(amount) -> int | None:
+    """A currency amount of the form (Decimal, 2 places) in cents; None stays None."""
+    return None if amount is None else int(amount * 100)
+
+
+class CrowdForm(forms.Form):
+    """The curator's crowd controls: provider, reward, budget, places, provider settings and review
+    rules. The fields only parse; ``annotation.providers.controls`` validates (same rules as the
+    API and the command) and its ``CampaignError`` goes back next to the field."""
+
+    CONTROL_FIELD_NAMES = {"backend": "backend", "reward_cents": "reward", "budget_cents": "budget",
+                           "places": "places", "provider_config": "provider_config"}  # review: above the form
+
+    backend = forms.ChoiceField(label="Crowd provider", initial=Campaign.Backend.INHOUSE, required=False,
+                                error_messages={"invalid_choice": "Unknown crowd provider %(value)s: choose in-house, "
+                                                                  "link-out or Mechanical Turk."})
+    reward = forms.DecimalField(required=False, max_digits=12, decimal_places=2, label="Reward per assignment",
+                                help_text="In the marketplace's currency, e.g. 0.50 (link-out: per participant). "
+                                          "In-house work is unpaid.")
+    budget = forms.DecimalField(required=False, max_digits=12, decimal_places=2, label="Budget",
+                                help_text="Rewards, bonuses and the marketplace's fees together never exceed it.")
+    places = forms.IntegerField(required=False, label="Places (link-out participants)",
+                                help_text="How many participants are admitted; the next one is turned away.")
+    provider_config = forms.CharField(required=False, label="Provider settings (JSON)",
+                                      widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+                                      help_text='A JSON object, e.g. {"tasks_per_assignment": 10, "completion_code": '
+                                                '"C0DE1234", "completion_url": "https://..."}. Keys: see the docs.')
+    auto_approve = forms.BooleanField(required=False, initial=True, label="Approve submitted work automatically "
+                                                                          "when it passes the rules below")
+    min_gold_accuracy = forms.FloatField(required=False, label="Reject an assignment below this gold accuracy",
+                                         help_text="A share from 0 to 1; empty: no such rule.")
+    block_below_gold_accuracy = forms.FloatField(required=False, label="Block workers below this gold accuracy",
+                                                 help_text="Every provider, in-house too. A share from 0 to 1; "
+                                                           "empty: nobody is blocked automatically.")
+    block_min_gold = forms.IntegerField(required=False, initial=3, label="… once they answered this many gold items")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .providers.controls import PROVIDER_HELP, provider_choices
+
+        self.fields["backend"].choices = provider_choices()
+        self.fields["backend"].help_text = PROVIDER_HELP
+
+    def clean_provider_config(self):
+        import json
+
+        text = (self.cleaned_data.get("provider_config") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"The provider settings are not valid JSON ({exc}).") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('The provider settings must be a JSON object, e.g. {"tasks_per_assignment": '
+                                        '10}.')
+        return value
+
+    def controls(self) -> dict:
+        """The values for ``controls.clean_controls`` / ``create_campaign`` / ``update_controls``."""
+        data = self.cleaned_data
+        review = {"auto_approve": bool(data.get("auto_approve"))}
+        for name in ("min_gold_accuracy", "block_below_gold_accuracy", "block_min_gold"):
+            review[name] = data.get(name)  # None removes the rule
+        return {"backend": data.get("backend") or Campaign.Backend.INHOUSE,
+                "reward_cents": _cents(data.get("reward")) if data.get("reward") is not None else 0,
+                "budget_cents": _cents(data.get("budget")) if data.get("budget") is not None else 0,
+                "places": data.get("places") or 0, "provider_config": data.get("provider_config") or {},
+                "review": review}
+
+    def add_control_error(self, error) -> None:
+        """Put a ``CampaignError`` of the controls next to the form field it is about."""
+        field = self.CONTROL_FIELD_NAMES.get(error.field or "", error.field)
+        self.add_error(field if field in self.fields else None, error.message)
+
+    @classmethod
+    def initial_for(cls, campaign: Campaign) -> dict:
+        import json
+
+        from .providers.controls import SYSTEM_KEYS
+
+        config = dict(campaign.provider_config or {})
+        review = dict(config.pop("review", None) or {})
+        places = config.pop("places", None)
+        shown = {k: v for k, v in config.items() if k not in SYSTEM_KEYS}
+        return {"backend": campaign.backend, "reward": f"{campaign.reward_cents / 100:.2f}",
+                "budget": f"{campaign.budget_cents / 100:.2f}", "places": places,
+                "provider_config": json.dumps(shown, indent=1, ensure_ascii=False) if shown else "",
+                "auto_approve": not (review.get("manual") or review.get("auto_approve") is False),
+                "min_gold_accuracy": review.get("min_gold_accuracy"),
+                "block_below_gold_accuracy": review.get("block_below_gold_accuracy"),
+                "block_min_gold": review.get("block_min_gold", 3)}
+
+
+class CampaignForm(CrowdForm):
     name = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"autocomplete": "off"}),
                            error_messages={"required": "A campaign needs a name."})
     kind = forms.ChoiceField(choices=KIND_CHOICES, widget=KindSelect,
@@ -46,6 +140,9 @@ class CampaignForm(forms.Form):
     # The settings.
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 8}),
                                    help_text="Markdown. Raw HTML is not rendered.")
+    annotator_question = forms.CharField(required=False, max_length=300, label="Question for annotators",
+                                         help_text="Shown with every item, e.g. “Is this a good caption for the "
+                                                   "image?”. Empty: the kind's own question.")
     votes_per_item = forms.IntegerField(required=False, label="Votes per item",
                                         help_text="Empty: the kind's default.")
     dynamic_overlap = forms.BooleanField(required=False, label="Dynamic overlap: stop early on agreement, ask "
@@ -110,7 +207,8 @@ class CampaignForm(forms.Form):
     def settings(self) -> dict:
         """The campaign settings for ``services.campaign_create``: empty fields keep the defaults."""
         data = self.cleaned_data
-        names = ("instructions", "votes_per_item", "dynamic_overlap", "max_votes_per_item", "confidence_threshold",
+        names = ("instructions", "annotator_question", "votes_per_item", "dynamic_overlap", "max_votes_per_item",
+                 "confidence_threshold",
                  "gold_rate", "reservation_seconds", "edit_window_seconds", "priority", "qualification_pass_mark",
                  "text_min_chars", "text_max_chars", "rate_campaign", "open_to_all")
         return {name: data.get(name) for name in names if data.get(name) not in (None, "")}
@@ -162,4 +260,4 @@ class BlockForm(forms.Form):
     reason = forms.CharField(required=False, max_length=300)
 
 
-__all__ = ["CampaignForm", "MembersForm", "GoldForm", "BlockForm", "SELECTION_FIELDS", "GOLD_ROLES"]
+__all__ = ["CampaignForm", "CrowdForm", "MembersForm", "GoldForm", "BlockForm", "SELECTION_FIELDS", "GOLD_ROLES"]

@@ -37,7 +37,8 @@ class Kind:
     name: str
     label: str
     target: str
-    description: str = ""
+    description: str = ""  # for curators: what the kind measures and how it is reported
+    question: str = ""  # for annotators: what the work page asks (a campaign may word it its own way)
     seed: str = ""
     choices: tuple[Choice, ...] = ()
     scale: str = "nominal"  # "nominal", "ordinal" or "interval": the metric for Krippendorff's alpha
@@ -72,7 +73,7 @@ class Kind:
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label, "target": self.target, "seed": self.seed,
                 "choices": [c.__dict__ for c in self.choices], "scale": self.scale,
-                "description": self.description}
+                "description": self.description, "question": self.question}
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,10 @@ class WriteKind(Kind):
     scale: str = "text"
     default_votes: int = 5
 
-    def validate(self, value, task):
+    def validate(self, value, task, *, text_checks: bool = True):
+        """``text_checks``: markup, gibberish and language (``annotation.text_checks``), for the
+        annotator who can still fix the text; an import of work already done elsewhere (an MTurk
+        batch file) records what was written and leaves the judgement to the requester's review."""
         if isinstance(value, dict):
             value = value.get("text")
         if not isinstance(value, str):
@@ -136,6 +140,12 @@ class WriteKind(Kind):
                               f"{campaign.text_max_chars}.")
         if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
             raise VoteInvalid("The caption has no words (markup alone is not a caption).")
+        if text_checks:
+            from .text_checks import check_caption
+
+            problem = check_caption(text, campaign.text_language)
+            if problem:
+                raise VoteInvalid(problem)
         return {"text": text}
 
     def label_of(self, value):
@@ -196,6 +206,7 @@ FLUENCY = Kind(
     name="fluency", label="Rate fluency", target="caption", seed="004",
     description="Is the sentence fluent English? Sentences with inconsistent or 'difficult' votes are "
                 "left out of the fluency classifier's training data (seed 004, Section 3).",
+    question="Is this sentence fluent English?",
     choices=(Choice("fluent", "Fluent", "1"), Choice("not_fluent", "Not fluent", "2"),
              Choice("difficult", "Difficult to tell", "3")),
     default_votes=2,
@@ -203,16 +214,19 @@ FLUENCY = Kind(
 INFORMATIVENESS = Kind(
     name="informativeness", label="Rate informativeness (good / bad)", target="caption", seed="000",
     description="Does the comment describe what is in the picture?",
+    question="Does the comment describe what is in the picture?",
     choices=(Choice("good", "Good", "1"), Choice("bad", "Bad", "2")),
 )
 INFORMATIVENESS_SCORE = SliderKind(
     name="informativeness_score", label="Rate informativeness (0-100 slider)", target="caption", seed="000",
     description="How much does the comment tell about the picture, from 0 (nothing) to 100?",
+    question="How much does the comment tell about the picture, from 0 (nothing) to 100?",
 )
 QUALITY = Kind(
     name="quality", label="GOOD / BAD caption quality", target="caption", seed="002",
     description="Is this a good caption for the image? Reported as the share of items with 1+, 2+ and "
                 "3+ GOOD votes out of 3 (seed 002, Table 2).",
+    question="Is this a good caption for the image?",
     choices=(Choice("good", "GOOD", "1"), Choice("bad", "BAD", "2")),
 )
 RELEVANCE_FLUENCY = CandidatesKind(
@@ -220,12 +234,16 @@ RELEVANCE_FLUENCY = CandidatesKind(
     seed="004", scale="ordinal",
     description="Candidate captions of one image, shown together in a shuffled order; rate each for "
                 "relevance to the image and for fluency from 1 (worst) to 5 (best) (seed 004, Table 6).",
+    question="Rate each caption for how well it fits the image (relevance) and how well it reads (fluency), "
+             "from 1 (worst) to 5 (best).",
     dimensions=("relevance", "fluency"), scale_values=(1, 2, 3, 4, 5),
 )
 GOOD_COMMON_BAD = CandidatesKind(
     name="good_common_bad", label="Good / Common / Bad per generated caption", target="candidates", seed="000",
     description="Each generated caption: Good (informative and specific to this image), Common (true but "
                 "generic) or Bad (wrong) (seed 000, Table 2).",
+    question="Rate each caption: Good (informative and specific to this image), Common (true but could fit "
+             "many images) or Bad (wrong).",
     choices=(Choice("good", "Good", "1"), Choice("common", "Common", "2"), Choice("bad", "Bad", "3")),
     dimensions=("label",), scale_values=("good", "common", "bad"),
 )
@@ -233,6 +251,7 @@ WRITE = WriteKind(
     name="write", label="Write a caption", target="image", seed="001",
     description="Describe the image in one sentence: who or what is there, what they are doing, where "
                 "(the Flickr8k protocol: several independent captions per image).",
+    question="Describe the image in one sentence: who or what is there, what they are doing, and where.",
 )
 
 KINDS: dict[str, Kind] = {k.name: k for k in (WRITE, FLUENCY, INFORMATIVENESS, INFORMATIVENESS_SCORE, QUALITY,

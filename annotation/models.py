@@ -40,6 +40,9 @@ class Campaign(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     backend = models.CharField(max_length=10, choices=Backend.choices, default=Backend.INHOUSE)
     instructions = models.TextField(blank=True, help_text="Markdown; rendered without raw HTML")
+    annotator_question = models.CharField(
+        max_length=300, blank=True,
+        help_text="the question annotators read on each item; empty: the kind's own question")
     selection = models.JSONField(default=dict, blank=True, help_text="how the tasks were drawn")
     votes_per_item = models.PositiveSmallIntegerField(default=3)
     dynamic_overlap = models.BooleanField(default=False)
@@ -85,6 +88,12 @@ class Campaign(models.Model):
         from .kinds import get_kind
 
         return get_kind(self.kind)
+
+    @property
+    def question(self) -> str:
+        """What the work page asks the annotator: this campaign's wording, or the kind's question
+        (never the kind's description, which is written for curators)."""
+        return self.annotator_question.strip() or self.kind_spec.question
 
 
 class Worker(models.Model):

@@ -20,7 +20,22 @@ from .models import Aggregate, Campaign, GoldAnswer, Membership, Task, Vote, Vot
 
 # --- campaigns ---------------------------------------------------------------------------------
 
-SETTING_FIELDS = ["instructions", "votes_per_item", "dynamic_overlap", "max_votes_per_item", "confidence_threshold",
+PROVIDER_HELP = ("the crowd provider: inhouse (the platform's annotators, unpaid), linkout (a marketplace such as "
+                 "Prolific sends participants to a start URL) or mturk (Amazon Mechanical Turk: closed by Amazon since "
+                 "2026-09-30; usable only against an MTurk-compatible endpoint set in MTURK_ENDPOINT_URL)")
+PLACES_HELP = "link-out only: how many participants are admitted; the next one is turned away"
+PROVIDER_CONFIG_HELP = ("the provider's settings, a JSON object; unknown keys are refused. MTurk: tasks_per_assignment, "
+                        "max_assignments, assignment_duration_seconds, lifetime_seconds, auto_approval_delay_seconds, "
+                        "title, description, keywords, qualifications. Link-out: participant_param, study_param, "
+                        "session_param, consent, completion_code, completion_code_per_assignment, completion_url, "
+                        "tasks_per_assignment, minutes, fee_rate, api")
+REVIEW_HELP = ("review rules, kept in provider_config.review: auto_approve (bool), min_gold_accuracy (0-1: reject an "
+               "assignment below), block_below_gold_accuracy (0-1) with block_min_gold (gold items answered first): "
+               "block a worker of any provider, min_seconds_per_task, min_agreement, approve_feedback, "
+               "reject_feedback, bonus_cents, bonus_min_gold_accuracy")
+
+SETTING_FIELDS = ["instructions", "annotator_question", "votes_per_item", "dynamic_overlap", "max_votes_per_item",
+                  "confidence_threshold",
                   "gold_rate", "reservation_seconds", "edit_window_seconds", "priority", "qualification_pass_mark",
                   "open_to_all", "text_min_chars", "text_max_chars", "text_language", "rate_campaign",
                   "reward_cents", "budget_cents"]
@@ -34,16 +49,31 @@ class CampaignSerializer(serializers.ModelSerializer):
     task_count = serializers.IntegerField(read_only=True)
     member_count = serializers.IntegerField(read_only=True)
 
+    places = serializers.SerializerMethodField(help_text="link-out: participants admitted at most")
+    provider_note = serializers.SerializerMethodField(help_text="a warning about the provider, e.g. MTurk closed")
+
     class Meta:
         model = Campaign
         fields = ["id", "name", "kind", "kind_label", "collection", "status", "backend", "selection", *SETTING_FIELDS,
-                  "stats", "stats_updated_at", "created_by", "created_at", "updated_at", "task_count", "member_count"]
+                  "stats", "stats_updated_at", "created_by", "created_at", "updated_at", "task_count", "member_count",
+                  "provider_config", "places", "provider_note"]
         read_only_fields = ["kind", "collection", "status", "backend", "selection", "stats", "stats_updated_at",
-                            "created_at", "updated_at"]
+                            "created_at", "updated_at", "provider_config"]
+        extra_kwargs = {"backend": {"help_text": "the crowd provider: inhouse, linkout or mturk (Mechanical Turk: "
+                                                 "closed by Amazon since 2026-09-30; usable against a configured "
+                                                 "MTurk-compatible endpoint)"}}
 
     def get_kind_label(self, obj) -> str:
         kind = KINDS.get(obj.kind)
         return kind.label if kind else obj.kind
+
+    def get_places(self, obj) -> int | None:
+        return (obj.provider_config or {}).get("places")
+
+    def get_provider_note(self, obj) -> str:
+        from .providers.controls import provider_note
+
+        return provider_note(obj.backend)
 
 
 class ChoiceSerializer(serializers.Serializer):
@@ -58,10 +88,11 @@ class CampaignAnnotatorSerializer(serializers.ModelSerializer):
     kind_label = serializers.SerializerMethodField()
     target = serializers.SerializerMethodField()
     choices = serializers.SerializerMethodField()
+    question = serializers.SerializerMethodField(help_text="what the annotator is asked about each item")
 
     class Meta:
         model = Campaign
-        fields = ["id", "name", "kind", "kind_label", "target", "choices", "status", "instructions",
+        fields = ["id", "name", "kind", "kind_label", "target", "choices", "question", "status", "instructions",
                   "reservation_seconds", "edit_window_seconds", "text_min_chars", "text_max_chars", "text_language"]
         read_only_fields = fields
 
@@ -72,6 +103,9 @@ class CampaignAnnotatorSerializer(serializers.ModelSerializer):
     def get_target(self, obj) -> str:
         kind = KINDS.get(obj.kind)
         return kind.target if kind else ""
+
+    def get_question(self, obj) -> str:
+        return obj.question if obj.kind in KINDS else obj.annotator_question
 
     @extend_schema_field(ChoiceSerializer(many=True))
     def get_choices(self, obj) -> list[dict]:
@@ -101,6 +135,9 @@ class CampaignCreateSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=[Campaign.Status.DRAFT, Campaign.Status.RUNNING],
                                      default=Campaign.Status.DRAFT)
     instructions = serializers.CharField(required=False, allow_blank=True, max_length=50_000)
+    annotator_question = serializers.CharField(required=False, allow_blank=True, max_length=300,
+                                               help_text="the question annotators read on each item; empty: the "
+                                                         "kind's own question")
     votes_per_item = serializers.IntegerField(required=False, min_value=1, max_value=50)
     dynamic_overlap = serializers.BooleanField(required=False)
     max_votes_per_item = serializers.IntegerField(required=False, min_value=1, max_value=50)
@@ -116,8 +153,14 @@ class CampaignCreateSerializer(serializers.Serializer):
     text_language = serializers.CharField(required=False, max_length=16)
     rate_campaign = serializers.PrimaryKeyRelatedField(queryset=Campaign.objects.all(), required=False,
                                                        allow_null=True)
-    reward_cents = serializers.IntegerField(required=False, min_value=0)
-    budget_cents = serializers.IntegerField(required=False, min_value=0)
+    reward_cents = serializers.IntegerField(required=False, min_value=0, max_value=100_000,
+                                            help_text="reward per assignment (link-out: per participant), cents")
+    budget_cents = serializers.IntegerField(required=False, min_value=0, max_value=100_000_000,
+                                            help_text="rewards, bonuses and fees together never exceed it, cents")
+    backend = serializers.ChoiceField(choices=Campaign.Backend.choices, required=False, help_text=PROVIDER_HELP)
+    places = serializers.IntegerField(required=False, allow_null=True, help_text=PLACES_HELP)
+    provider_config = serializers.JSONField(required=False, help_text=PROVIDER_CONFIG_HELP)
+    review = serializers.JSONField(required=False, help_text=REVIEW_HELP)
 
     def validate_kind(self, value):
         if value not in KINDS:
@@ -164,6 +207,19 @@ class CampaignUpdateSerializer(serializers.ModelSerializer):
         if value is not None and self.instance is not None and value.pk == self.instance.pk:
             raise serializers.ValidationError("A campaign cannot feed itself.")
         return value
+
+
+class CampaignPatchSerializer(CampaignUpdateSerializer):
+    """The PATCH body as documented: the settings above plus the crowd controls (validated by
+    ``annotation.providers.controls``, as on the pages and in the command)."""
+
+    backend = serializers.ChoiceField(choices=Campaign.Backend.choices, required=False, help_text=PROVIDER_HELP)
+    places = serializers.IntegerField(required=False, allow_null=True, help_text=PLACES_HELP)
+    provider_config = serializers.JSONField(required=False, help_text=PROVIDER_CONFIG_HELP)
+    review = serializers.JSONField(required=False, help_text=REVIEW_HELP)
+
+    class Meta(CampaignUpdateSerializer.Meta):
+        fields = [*CampaignUpdateSerializer.Meta.fields, "backend", "places", "provider_config", "review"]
 
 
 class StatusSerializer(serializers.Serializer):
@@ -333,12 +389,14 @@ class WorkerSerializer(serializers.ModelSerializer):
     provider = serializers.CharField(source="worker.provider", read_only=True)
     gold_accuracy = serializers.FloatField(read_only=True, allow_null=True)
     agreement_with_consensus = serializers.SerializerMethodField()
+    alpha = serializers.SerializerMethodField(help_text="Krippendorff's alpha of this worker with the rest "
+                                                        "(annotation.aggregation.agreement.worker_alpha)")
     median_seconds = serializers.SerializerMethodField()
 
     class Meta:
         model = Membership
         fields = ["worker", "name", "provider", "votes", "seconds", "median_seconds", "gold_seen", "gold_correct",
-                  "gold_accuracy", "reliability", "agreement_with_consensus", "qualified", "qualification_score",
+                  "gold_accuracy", "reliability", "alpha", "agreement_with_consensus", "qualified", "qualification_score",
                   "training_done_at", "blocked", "blocked_reason", "joined_at"]
         read_only_fields = fields
 
@@ -353,6 +411,9 @@ class WorkerSerializer(serializers.ModelSerializer):
 
     def get_median_seconds(self, obj) -> float | None:
         return self._stats(obj).get("median_seconds")
+
+    def get_alpha(self, obj) -> float | None:
+        return self._stats(obj).get("alpha")
 
 
 class BlockSerializer(serializers.Serializer):

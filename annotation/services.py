@@ -15,6 +15,9 @@ from .kinds import KINDS, VoteInvalid, get_kind
 from .models import Campaign, GoldAnswer, Membership, Task, Vote, Worker
 from .routing import worker_for_user
 
+# The most tasks one campaign takes. A larger selection is never cut silently: it needs an explicit sample
+# (the form's "Random sample size", the API's and the campaign command's ``sample``), drawn with its seed
+# from the whole selection, or it is refused with its size (``_sampled``).
 MAX_TASKS = 200_000
 MAX_CANDIDATES = 8
 
@@ -25,7 +28,8 @@ class CampaignError(Exception):
         self.message, self.code, self.field = message, code, field
 
 
-SETTINGS = ("instructions", "votes_per_item", "dynamic_overlap", "max_votes_per_item", "confidence_threshold",
+SETTINGS = ("instructions", "annotator_question", "votes_per_item", "dynamic_overlap", "max_votes_per_item",
+            "confidence_threshold",
             "gold_rate", "reservation_seconds", "edit_window_seconds", "priority", "qualification_pass_mark",
             "open_to_all", "text_min_chars", "text_max_chars", "text_language", "rate_campaign", "backend",
             "reward_cents", "budget_cents")
@@ -54,6 +58,8 @@ def _check_settings(fields: dict) -> None:
         bad("text_max_chars", "The caption length limit must be between 10 and 5000 characters.")
     if len(fields.get("instructions") or "") > 50_000:
         bad("instructions", "Instructions are limited to 50,000 characters.")
+    if len(fields.get("annotator_question") or "") > 300:
+        bad("annotator_question", "The question for annotators is limited to 300 characters.")
 
 
 def select_items(kind_name: str, selection: dict) -> list[dict]:
@@ -101,7 +107,7 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
         raise CampaignError("A score range needs a filter run and a step.", field="score_min")
     rows: list[dict] = []
     if kind.target == "caption":
-        for cid, image_id in captions.order_by("pk").values_list("pk", "image_id")[:MAX_TASKS]:
+        for cid, image_id in _sampled(captions.order_by("pk").values_list("pk", "image_id"), selection, "captions"):
             score, did = scores.get(cid, (None, None))
             rows.append({"image_id": image_id, "caption_id": cid, "candidates": [], "model_score": score,
                          "decision": did})
@@ -122,7 +128,7 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
         else:
             image_ids = collection.images.filter(status="ready").order_by("pk").values_list("pk", flat=True)
         rows = [{"image_id": i, "caption_id": None, "candidates": [], "model_score": None, "decision": None}
-                for i in image_ids[:MAX_TASKS]]
+                for i in _sampled(image_ids, selection, "images")]
     sample = selection.get("sample")
     if sample not in (None, "", 0):
         sample = int(sample)
@@ -132,6 +138,28 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
             rng = random.Random(selection.get("seed", 0))
             rows = sorted(rng.sample(rows, sample), key=lambda r: (r["image_id"], r["caption_id"] or 0))
     return rows
+
+
+def _sampled(rows, selection: dict, unit: str):
+    """The rows of an ordered queryset, all of them when they fit in a campaign (MAX_TASKS); from a larger
+    one, the explicit sample the selection asks for, drawn with its seed from every row (streamed: the
+    rows are read in order and the drawn positions kept), or a CampaignError that says how many there are
+    and how to sample them. Never the first MAX_TASKS of them."""
+    total = rows.count()
+    if total <= MAX_TASKS:
+        return rows
+    sample = selection.get("sample")
+    if sample in (None, "", 0):
+        raise CampaignError(
+            f"The selection holds {total:,} {unit}, more than the {MAX_TASKS:,} tasks a campaign takes. Give a "
+            f"random sample size of at most {MAX_TASKS:,} (\"Random sample size\" on the form, \"sample\" in the "
+            "API, --sample in the campaign command; the seed makes it repeatable), or narrow the selection "
+            "(a run's step and outcome, an origin).", code="too_many", field="sample")
+    sample = int(sample)
+    if not 1 <= sample <= MAX_TASKS:
+        raise CampaignError(f"The sample size must be between 1 and {MAX_TASKS:,}.", field="sample")
+    wanted = set(random.Random(selection.get("seed", 0)).sample(range(total), sample))
+    return [row for position, row in enumerate(rows.iterator(chunk_size=10_000)) if position in wanted]
 
 
 @transaction.atomic
@@ -244,11 +272,35 @@ def progress(campaign: Campaign) -> dict:
             "percent": int(100 * agg["done"] / agg["total"]) if agg["total"] else 0}
 
 
+OPEN_COUNT_SECONDS = 5
+OPEN_COUNT_CACHED_ABOVE = 5_000
+
+
+def open_real_tasks(campaign: Campaign) -> int:
+    """Open items of the campaign. Every panel shows it, and counting scans the campaign's open
+    tasks, so a large campaign's count (over OPEN_COUNT_CACHED_ABOVE) is kept in the cache for
+    OPEN_COUNT_SECONDS: "181,234 left" may be a few seconds old; a small campaign's is always exact."""
+    from django.core.cache import cache
+
+    key = f"annotation:open-real:{campaign.pk}"
+    value = cache.get(key)
+    if value is None:
+        value = campaign.tasks.filter(role=Task.Role.REAL, status=Task.Status.OPEN).count()
+        if value > OPEN_COUNT_CACHED_ABOVE:
+            cache.set(key, value, timeout=OPEN_COUNT_SECONDS)
+    return value
+
+
 def worker_progress(campaign: Campaign, worker: Worker) -> dict:
-    done = Vote.objects.filter(campaign=campaign, worker=worker, role__in=(Task.Role.REAL, Task.Role.GOLD)).count()
-    open_tasks = (campaign.tasks.filter(role=Task.Role.REAL, status=Task.Status.OPEN)
-                  .exclude(votes__worker=worker).count())
-    return {"done": done, "remaining": open_tasks}
+    """The worker's votes, and the open items they have not voted on. The second figure is the
+    campaign's open items (cached) less this worker's votes on open items (the worker's own vote
+    index), so its cost follows the worker's votes, not the campaign's size."""
+    from django.db.models import Count, Q
+
+    mine = Vote.objects.filter(campaign=campaign, worker=worker).aggregate(
+        done=Count("pk", filter=Q(role__in=(Task.Role.REAL, Task.Role.GOLD))),
+        open=Count("pk", filter=Q(role=Task.Role.REAL, task__status=Task.Status.OPEN)))
+    return {"done": mine["done"], "remaining": max(open_real_tasks(campaign) - mine["open"], 0)}
 
 
 __all__ = ["CampaignError", "campaign_create", "select_items", "members_set", "set_status", "set_gold", "progress",

@@ -2,6 +2,7 @@
 from django.urls import path
 
 from . import views_campaigns as views
+from .views_campaigns import results as results_views
 
 urlpatterns = [
     path("campaigns/", views.campaign_list, name="campaign-list"),
@@ -16,4 +17,8 @@ urlpatterns = [
     path("campaigns/<int:pk>/aggregate", views.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<int:pk>/tasks", views.campaign_tasks, name="campaign-tasks"),
     path("campaigns/<int:pk>/export.csv", views.campaign_export, name="campaign-export"),
+    path("campaigns/<int:pk>/results/", results_views.campaign_results, name="campaign-results"),
+    path("campaigns/<int:pk>/results.<str:fmt>", results_views.campaign_results_export, name="campaign-results-export"),
+    path("campaigns/<int:pk>/crowd", views.campaign_crowd, name="campaign-crowd"),
+    path("campaigns/<int:pk>/ledger", views.campaign_ledger, name="campaign-ledger"),
 ]

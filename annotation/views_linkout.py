@@ -30,7 +30,8 @@ from captionlab.roles import role_required
 from . import batch_csv, external, routing
 from .markdown import render_markdown
 from .models import Assignment, Campaign, Membership, ProviderJob, Reservation
-from .providers import linkout, money
+from .providers import controls, linkout, money
+from .services import CampaignError
 from .providers.base import ProviderError, get_provider
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,20 @@ def linkout_start(request, token):
         return _refuse(request, "This link belongs to another study",
                        "The study id in the link is not this study's. Please open the study again from the "
                        "marketplace.", 400, campaign)
+    external.ensure_session(request)  # outside the transaction: a refusal must not roll the session back
     try:
-        worker, assignment = external.begin(
-            request, campaign, provider="linkout", external_worker_id=pid, external_assignment_id=session_id,
-            extra={"study_id": study, "session_id": session_id, "job_external_id": study})
+        with transaction.atomic():  # the place is checked and taken in one transaction
+            linkout.admit(campaign, pid)
+            worker, assignment = external.begin(
+                request, campaign, provider="linkout", external_worker_id=pid, external_assignment_id=session_id,
+                extra={"study_id": study, "session_id": session_id, "job_external_id": study})
     except ProviderError as error:
         if error.code == "second_identity":
             return _refuse(request, "Already taken under another id", error.message, 409, campaign)
+        if error.code == "other_browser":
+            return _refuse(request, "Already started in another browser", error.message, 409, campaign)
+        if error.code == "full":
+            return _refuse(request, "This study is full", error.message, 409, campaign)
         return _refuse(request, "You cannot take part", error.message, 403, campaign)
     if assignment.state != Assignment.State.ACTIVE:
         return redirect("external-finish", campaign.pk)
@@ -329,15 +337,12 @@ def _save_settings(request, campaign: Campaign) -> list[str]:
         errors.append("Reward and budget are amounts such as 1.50.")
     if errors:
         return errors
-    fields = ["provider_config", "updated_at"]
-    if campaign.status == Campaign.Status.DRAFT:
-        campaign.reward_cents = reward
-        fields.append("reward_cents")
-    elif reward != campaign.reward_cents:
+    if campaign.status != Campaign.Status.DRAFT and reward != campaign.reward_cents:
         return ["The reward cannot change after launch."]
-    campaign.budget_cents = budget
-    campaign.provider_config = cfg
-    campaign.save(update_fields=fields + ["budget_cents"])
+    try:  # the same rules as the crowd settings page, the API and the command
+        controls.update_controls(campaign, {"reward_cents": reward, "budget_cents": budget, "provider_config": cfg})
+    except CampaignError as error:
+        return [error.message]
     return []
 
 

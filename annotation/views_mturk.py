@@ -111,6 +111,7 @@ def mturk_task(request, campaign_id: int):
     if job is None or job.status == ProviderJob.Status.FINISHED:
         return _message(request, campaign, "Unknown HIT",
                         "This HIT is not one of this campaign's open HITs. Nothing was recorded.", 400)
+    external.ensure_session(request)  # outside begin's transaction: a refusal must not roll the session back
     try:
         worker, assignment = external.begin(request, campaign, provider="mturk", external_worker_id=worker_id,
                                             external_assignment_id=assignment_id, job=job,

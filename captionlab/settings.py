@@ -112,6 +112,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # MTurk's frame: cookies of framable responses get SameSite=None; Secure (before SessionMiddleware).
+    "captionlab.middleware.FramedSessionCookieMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -323,6 +325,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "curation.filter_*": {"queue": "filters"},
+    # the full aggregation (Dawid-Skene, GLAD, MACE...) in a low-priority queue of its own; the
+    # incremental pass each vote schedules is sent to "default" explicitly (annotation/tasks.py)
+    "annotation.aggregate_campaign": {"queue": "aggregate"},
     "annotation.*": {"queue": "default"},
     "modeling.sweep_loops": {"queue": "default"},
     "modeling.*": {"queue": "gpu"},
@@ -339,6 +344,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A task whose worker died unacknowledged goes back to the queue after this many seconds.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+# Long jobs without a heartbeat of their own (imports, filter runs, releases, exports, aggregation) beat
+# into the cache every JOB_HEARTBEAT_SECONDS while a worker runs them; after JOB_WORKER_LOST_AFTER_S
+# without a beat their pages say "worker lost" and offer a retry (captionlab/heartbeat.py).
+JOB_HEARTBEAT_SECONDS = env.float("JOB_HEARTBEAT_SECONDS", default=15)
+JOB_WORKER_LOST_AFTER_S = env.float("JOB_WORKER_LOST_AFTER_S", default=120)
 # Celery beat: expired task reservations go back to the pool every minute.
 CELERY_BEAT_SCHEDULE = {
     "annotation-sweep-reservations": {"task": "annotation.sweep_reservations", "schedule": 60.0},
@@ -350,18 +360,28 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", 
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Campaign aggregation reruns at most once per this many seconds while votes arrive.
 ANNOTATION_AGGREGATE_DEBOUNCE = env.int("ANNOTATION_AGGREGATE_DEBOUNCE", default=10)
+# The model-based methods (the full pass) run at most every MIN_INTERVAL seconds, once AFTER_VOTES
+# votes changed since they last ran, or after MAX_DELAY seconds when fewer did
+# (annotation/aggregation/incremental.py).
+ANNOTATION_MODELS_MIN_INTERVAL = env.int("ANNOTATION_MODELS_MIN_INTERVAL", default=300)
+ANNOTATION_MODELS_AFTER_VOTES = env.int("ANNOTATION_MODELS_AFTER_VOTES", default=500)
+ANNOTATION_MODELS_MAX_DELAY = env.int("ANNOTATION_MODELS_MAX_DELAY", default=1800)
 
 # --- REST API ---------------------------------------------------------------------------------
+
+# API tokens older than this many days are refused and replaced on the next /api/auth/token/ call;
+# 0 (the default): tokens last until the password changes or the user is deactivated.
+API_TOKEN_MAX_AGE_DAYS = env.float("API_TOKEN_MAX_AGE_DAYS", default=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "captionlab.tokens.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "captionlab.schema.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {"user": "10000/hour"},
 }
 SPECTACULAR_SETTINGS = {
@@ -385,7 +405,13 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
-if PRODUCTION:
+# Production serves HTTPS (behind a TLS proxy: Secure cookies, HSTS, redirects to https). A browser
+# keeps a Secure cookie only over HTTPS (or on localhost), so over plain HTTP nobody could log in
+# from another host. CAPTIONLAB_HTTP_ONLY=true is the explicit local mode for that case (a machine on
+# a trusted network, the compose stack tried out on a LAN): cookies without Secure, no HSTS and no
+# redirect, and `check` warns (captionlab.W001) because passwords then travel in clear.
+HTTP_ONLY = PRODUCTION and env.bool("CAPTIONLAB_HTTP_ONLY", default=False)
+if PRODUCTION and not HTTP_ONLY:
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
@@ -394,6 +420,9 @@ if PRODUCTION:
     CSRF_COOKIE_SECURE = True
     if env.bool("BEHIND_TLS_PROXY", default=True):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+elif HTTP_ONLY:
+    SECURE_SSL_REDIRECT = False
+    SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008", "security.W012", "security.W016"]
 
 # --- Content-Security-Policy (django-csp) ----------------------------------------------------------
 # Scripts: the platform's own files, and an inline script only with the request's nonce

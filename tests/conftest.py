@@ -119,8 +119,9 @@ def _celery_worker(queues):
 
 @pytest.fixture
 def redis_worker(transactional_db):
-    """A real Celery worker consuming the ``default`` queue from Redis."""
-    with _celery_worker(["default"]) as app:
+    """A real Celery worker consuming the ``default`` and ``aggregate`` queues from Redis, as the
+    production worker does."""
+    with _celery_worker(["default", "aggregate"]) as app:
         yield app
 
 
@@ -128,7 +129,7 @@ def redis_worker(transactional_db):
 def gpu_worker(transactional_db):
     """A real Celery worker consuming the ``gpu`` queue (training, learning-loop rounds, generation, where
     the settings route "modeling.*") and ``default`` (aggregation, the loop's sweep) from Redis."""
-    with _celery_worker(["gpu", "default"]) as app:
+    with _celery_worker(["gpu", "default", "aggregate"]) as app:
         yield app
 
 

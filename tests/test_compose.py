@@ -156,10 +156,10 @@ def test_celery_services_name_the_platform_app(services, name):
 
 
 def test_worker_queues_are_the_queues_the_settings_route_to(services):
-    assert routed_queues() == {"default", "filters", "gpu"}
+    assert routed_queues() == {"default", "filters", "aggregate", "gpu"}
     _, _, worker = parse_celery(_command(services["worker"])[1:])
     _, _, gpu = parse_celery(_command(services["gpu-worker"])[1:])
-    assert set(worker["queues"]) == {"default", "filters"}
+    assert set(worker["queues"]) == {"default", "filters", "aggregate"}
     assert set(gpu["queues"]) == {"gpu"}
     assert set(worker["queues"]) | set(gpu["queues"]) == routed_queues()
 

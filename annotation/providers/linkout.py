@@ -100,6 +100,43 @@ def _places(campaign: Campaign) -> int:
     return places
 
 
+PLACES_LOCK_CLASS = 23_001  # first key of the PostgreSQL advisory lock that serialises admissions
+
+
+def admit(campaign: Campaign, participant_id: str) -> None:
+    """Check, inside the caller's transaction, that ``participant_id`` may take part: somebody
+    already admitted always may (a reload, a second tab); a newcomer only while fewer than
+    ``places`` participants hold an assignment (returned and rejected ones free their place).
+    Raises ProviderError "full".
+
+    Two newcomers arriving together must not both see the last free place, so admissions of a
+    campaign are serialised by a transaction-scoped advisory lock, taken before any row lock
+    (nothing else takes it, so it cannot join a deadlock); the caller creates the assignment in
+    the same transaction. SQLite writes one transaction at a time anyway."""
+    from django.db import connection
+
+    from .controls import admitted
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PLACES_LOCK_CLASS, campaign.pk % 2**31])
+    try:
+        places = int(config(campaign).get("places") or 0)
+    except (TypeError, ValueError):
+        places = 0
+    if places <= 0:
+        return  # no limit set (a study is only launched with places; a campaign started by hand has none)
+    holding = Assignment.objects.filter(campaign=campaign, worker__provider="linkout",
+                                        worker__external_id=participant_id,
+                                        state__in=(Assignment.State.ACTIVE, Assignment.State.SUBMITTED,
+                                                   Assignment.State.APPROVED))
+    if holding.exists():
+        return
+    if admitted(campaign) >= places:
+        raise ProviderError(f"This study is full: all {places} places are taken. Please return it on the "
+                            "marketplace; you will not be penalised.", code="full")
+
+
 def validate(campaign: Campaign) -> None:
     cfg = config(campaign)
     for key in ("participant_param", "study_param", "session_param"):
@@ -140,7 +177,7 @@ class LinkoutProvider(CrowdProvider):
             raise ProviderError("The Prolific API token is not set (PROLIFIC_API_TOKEN in the server's "
                                 "environment); nothing was launched.", code="credentials")
         with transaction.atomic():
-            campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+            campaign = Campaign.objects.select_for_update(no_key=True).get(pk=campaign.pk)
             job = _study_job(campaign)
             places = _places(campaign)
             if job is None:
@@ -199,7 +236,7 @@ class LinkoutProvider(CrowdProvider):
             raise ProviderError("Launch the study first.", code="not_launched")
         client = _client(campaign)
         with transaction.atomic():
-            campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+            campaign = Campaign.objects.select_for_update(no_key=True).get(pk=campaign.pk)
             n = LedgerEntry.objects.filter(campaign=campaign, token__startswith=f"linkout:{campaign.pk}:places:",
                                            kind=LedgerEntry.Kind.REWARD).count()
             places = job.max_assignments + extra
@@ -246,7 +283,12 @@ class LinkoutProvider(CrowdProvider):
 
     def approve(self, assignment: Assignment, feedback: str = "", *, call_api: bool = True) -> None:
         with transaction.atomic():
-            a = Assignment.objects.select_for_update().select_related("campaign", "worker").get(pk=assignment.pk)
+            # Lock order (annotation.routing): the campaign row only, FOR NO KEY UPDATE (FOR UPDATE
+            # would stop every vote). It serialises the approvals and rejections of the campaign, so
+            # the assignment row is not locked: confirming below takes task rows, which must never
+            # be waited for while holding an assignment row.
+            Campaign.objects.select_for_update(no_key=True).only("pk").get(pk=assignment.campaign_id)
+            a = Assignment.objects.select_related("campaign", "worker").get(pk=assignment.pk)
             if a.state == Assignment.State.APPROVED:
                 return  # already approved: not an error
             if a.state == Assignment.State.REJECTED:
@@ -257,12 +299,15 @@ class LinkoutProvider(CrowdProvider):
             if reward:
                 pool = _pool(campaign)
                 token = f"linkout:{a.pk}:reward"
+                # call_api=False: the marketplace's own status says approved (it paid); only
+                # an approval made here is held for a blocked participant
                 if pool is not None:
                     entry = money.draw(pool, kind=LedgerEntry.Kind.REWARD, amount_cents=reward, token=token,
-                                       assignment=a, worker=a.worker, note="reward on approval")
+                                       assignment=a, worker=a.worker, note="reward on approval",
+                                       upstream=not call_api)
                 else:
                     entry = money.commit(campaign, self.name, LedgerEntry.Kind.REWARD, reward, token, assignment=a,
-                                         worker=a.worker, note="reward on approval")
+                                         worker=a.worker, note="reward on approval", upstream=not call_api)
             client = _client(campaign) if call_api else None
             if client is not None and a.provider_assignment_id:
                 client.approve(a.provider_assignment_id)
@@ -277,7 +322,8 @@ class LinkoutProvider(CrowdProvider):
 
     def reject(self, assignment: Assignment, feedback: str, *, call_api: bool = True) -> None:
         with transaction.atomic():
-            a = Assignment.objects.select_for_update().select_related("campaign").get(pk=assignment.pk)
+            Campaign.objects.select_for_update(no_key=True).only("pk").get(pk=assignment.campaign_id)  # as approve
+            a = Assignment.objects.select_related("campaign").get(pk=assignment.pk)
             if a.state == Assignment.State.REJECTED:
                 return
             if a.state == Assignment.State.APPROVED:
@@ -358,5 +404,5 @@ LinkoutProvider.instance = register(LinkoutProvider())
 # LinkoutProvider.instance.
 from .linkout_files import apply_status, export_csv, import_statuses, sync_api  # noqa: E402
 
-__all__ = ["LinkoutProvider", "config", "valid_id", "check_completion_url", "completion_url", "completion_code_for",
+__all__ = ["LinkoutProvider", "admit", "config", "valid_id", "check_completion_url", "completion_url", "completion_code_for",
            "export_csv", "import_statuses", "apply_status", "sync_api", "validate", "DEFAULTS", "DEFAULT_CONSENT"]

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from captionlab import csv_safe
 
-from .. import routing
+from .. import quality, routing
 from ..models import Assignment, Campaign, LedgerEntry, ProviderJob
 from .base import ProviderError
 from .linkout import LinkoutProvider, _status, valid_id
@@ -161,4 +161,5 @@ def sync_api(campaign: Campaign) -> dict:
         else:
             report[outcome] = report.get(outcome, 0) + 1
     ProviderJob.objects.filter(campaign=campaign, provider="linkout").update(last_synced_at=timezone.now())
+    report["blocked"] = len(quality.enforce_gold_rules(campaign))
     return report

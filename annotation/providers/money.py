@@ -6,6 +6,9 @@ provider's fee on it is a separate FEE entry with the token ``<token>:fee`` that
 entry's state. Tokens are unique, so committing or paying twice with the same token is a no-op
 that returns the entry already stored: a retried Celery task or a resumed sync cannot pay twice.
 
+Locks: the campaign row ``FOR NO KEY UPDATE`` (never ``FOR UPDATE``, which would stop every vote;
+see the lock order in ``annotation.routing``) serialises the commitments of one campaign.
+
 Budget: the committed and paid amounts of a campaign, fees included, may never exceed
 ``campaign.budget_cents``; a commitment that would is refused with ``ProviderError`` code
 ``over_budget`` and nothing is written. The in-house provider is free: nothing is committed.
@@ -80,12 +83,24 @@ def _money(cents: int) -> str:
     return f"{cents / 100:.2f}"
 
 
+def check_not_blocked(campaign: Campaign, worker, kind: str) -> None:
+    """A blocked worker's rewards and bonuses are held: ProviderError "worker_blocked"."""
+    from ..quality import worker_blocked
+
+    if worker is not None and kind in (Kind.REWARD, Kind.BONUS) and worker_blocked(campaign.pk, worker.pk):
+        raise ProviderError(f"{worker} is blocked in this campaign: their payment is held until a curator unblocks "
+                            "them.", code="worker_blocked")
+
+
 def commit(campaign: Campaign, provider: str, kind: str, amount_cents: int, token: str, job=None, assignment=None,
-           worker=None, note: str = "", *, max_assignments: int | None = None, fee: int | None = None) -> LedgerEntry:
+           worker=None, note: str = "", *, max_assignments: int | None = None, fee: int | None = None,
+           upstream: bool = False) -> LedgerEntry:
     """Commit ``amount_cents`` (and the provider's fee on it) against the campaign's budget.
 
     The same token twice returns the stored entry. Refused (ProviderError "over_budget") when the
-    campaign's committed and paid money plus this amount and fee would exceed its budget."""
+    campaign's committed and paid money plus this amount and fee would exceed its budget, and
+    (ProviderError "worker_blocked") when it is a reward or bonus of a blocked worker, unless
+    ``upstream``: the marketplace paid already (an auto-approval) and the ledger only records it."""
     token = str(token)[:60]
     if not token:
         raise ProviderError("A ledger entry needs a token.", code="bad_token")
@@ -95,13 +110,15 @@ def commit(campaign: Campaign, provider: str, kind: str, amount_cents: int, toke
     existing = LedgerEntry.objects.filter(token=token).first()
     if existing is not None:
         return existing
+    if not upstream:
+        check_not_blocked(campaign, worker, kind)
     if max_assignments is None:
         max_assignments = job.max_assignments if job is not None else int(
             (campaign.provider_config or {}).get("max_assignments") or 1)
     if fee is None:
         fee = fee_cents(provider, amount, kind, max_assignments, campaign)
     with transaction.atomic():
-        locked = Campaign.objects.select_for_update().only("pk", "budget_cents").get(pk=campaign.pk)
+        locked = Campaign.objects.select_for_update(no_key=True).only("pk", "budget_cents").get(pk=campaign.pk)
         existing = LedgerEntry.objects.filter(token=token).first()  # a concurrent retry won the lock first
         if existing is not None:
             return existing
@@ -158,17 +175,20 @@ def cancel(entry: LedgerEntry) -> LedgerEntry:
 
 
 def draw(pool: LedgerEntry, *, kind: str, amount_cents: int, token: str, assignment=None, worker=None,
-         note: str = "") -> LedgerEntry:
+         note: str = "", upstream: bool = False) -> LedgerEntry:
     """Move ``amount_cents`` out of a larger commitment (a link-out study's places x reward) into
     its own entry, e.g. one participant's reward on approval; what the pool does not cover is
-    committed against the budget as usual. Idempotent on ``token``."""
+    committed against the budget as usual. Idempotent on ``token``; a blocked worker's payment is
+    refused as in ``commit``."""
     token = str(token)[:60]
     existing = LedgerEntry.objects.filter(token=token).first()
     if existing is not None:
         return existing
     campaign = pool.campaign
+    if not upstream:
+        check_not_blocked(campaign, worker, kind)
     with transaction.atomic():
-        Campaign.objects.select_for_update().only("pk").get(pk=campaign.pk)
+        Campaign.objects.select_for_update(no_key=True).only("pk").get(pk=campaign.pk)
         existing = LedgerEntry.objects.filter(token=token).first()
         if existing is not None:
             return existing
@@ -184,7 +204,7 @@ def draw(pool: LedgerEntry, *, kind: str, amount_cents: int, token: str, assignm
                 LedgerEntry.objects.filter(pk=pool_fee.pk).update(amount_cents=pool_fee.amount_cents - fee_covered)
         # What the pool covered is already inside the budget check; commit() sees the pool reduced.
         entry = commit(campaign, pool.provider, kind, int(amount_cents), token, job=pool.job, assignment=assignment,
-                       worker=worker, note=note, fee=fee)
+                       worker=worker, note=note, fee=fee, upstream=upstream)
     return entry
 
 
@@ -233,5 +253,5 @@ def format_cents(cents) -> str:
     return f"{cents / 100:,.2f}"
 
 
-__all__ = ["fee_cents", "commit", "mark_paid", "mark_failed", "cancel", "draw", "summary", "linkout_fee_rate",
+__all__ = ["fee_cents", "check_not_blocked", "commit", "mark_paid", "mark_failed", "cancel", "draw", "summary", "linkout_fee_rate",
            "fee_token", "fee_entry", "format_cents"]

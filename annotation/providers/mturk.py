@@ -407,7 +407,7 @@ class MTurkProvider(CrowdProvider):
                 raise
             qtype_id = types[0]["QualificationTypeId"]
         with transaction.atomic():
-            locked = Campaign.objects.select_for_update().get(pk=campaign.pk)
+            locked = Campaign.objects.select_for_update(no_key=True).get(pk=campaign.pk)
             config = dict(locked.provider_config or {})
             config["qualification_type_id"] = qtype_id
             Campaign.objects.filter(pk=campaign.pk).update(provider_config=config)
@@ -517,7 +517,9 @@ class MTurkProvider(CrowdProvider):
         return got.get("Assignment", {}).get("AssignmentStatus", "")
 
     def approve(self, assignment: Assignment, feedback: str = "") -> None:
-        """ApproveAssignment; an assignment MTurk already approved counts as done."""
+        """ApproveAssignment; an assignment MTurk already approved counts as done. Never for a
+        blocked worker (approving pays the reward): ProviderError "worker_blocked"."""
+        money.check_not_blocked(assignment.campaign, assignment.worker, LedgerEntry.Kind.REWARD)
         client = self.client
         params = {"AssignmentId": assignment.provider_assignment_id}
         if feedback:

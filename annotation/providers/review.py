@@ -9,7 +9,12 @@ The curator sets the rules in ``campaign.provider_config["review"]``:
 - ``approve_feedback`` / ``reject_feedback``: the text the worker gets with the decision;
 - ``bonus_cents`` and ``bonus_min_gold_accuracy``: a bonus for approved work at least that good;
 - ``block_below_gold_accuracy`` (0..1) with ``block_min_gold`` items seen: spammers to block;
-- ``manual``: hold everything for the curator's own approve / reject buttons.
+- ``manual``, or ``auto_approve`` false: hold everything for the curator's own approve / reject
+  buttons.
+
+``block_below_gold_accuracy`` and ``block_min_gold`` also drive the campaign-wide rule of every
+provider, in-house included (``annotation.quality.enforce_gold_rules``); the curator sets all of
+these through ``annotation.providers.controls`` (form, API, CLI), which documents and validates them.
 
 Every rule is optional; with none set, submitted work with at least one answer is approved. An
 assignment that the provider has not confirmed, or that is not submitted, is held.
@@ -78,7 +83,8 @@ def _label(kind, value):
 def decide(assignment: Assignment, rules: dict | None) -> tuple[str, str]:
     """("approve" | "reject" | "hold", feedback for the worker)."""
     rules = rules or {}
-    if not assignment.confirmed or assignment.state != Assignment.State.SUBMITTED or rules.get("manual"):
+    manual = rules.get("manual") or rules.get("auto_approve") is False
+    if not assignment.confirmed or assignment.state != Assignment.State.SUBMITTED or manual:
         return "hold", ""  # "manual": the curator approves and rejects on the provider page
     approve_text = str(rules.get("approve_feedback") or DEFAULT_APPROVE)
     reject_text = str(rules.get("reject_feedback") or DEFAULT_REJECT)

@@ -8,7 +8,10 @@ For each running (or just finished) campaign whose provider ``has_api``:
    (forged or mismatched worker / assignment / HIT ids) is discarded, its votes quarantined for
    good; work submitted on the marketplace without any answer here is rejected;
 3. review each submitted assignment by the curator's rules (``review.decide``): approve or reject
-   with feedback, bonus the good ones, block spammers (their votes leave the counts);
+   with feedback, bonus the good ones, block spammers (their votes leave the counts), then apply
+   the campaign-wide gold rule of every provider (``annotation.quality.enforce_gold_rules``). A
+   worker blocked here, in this sync or an earlier one, is never approved or paid: their other
+   submitted assignments are held for the curator (or rejected when the rules reject them);
 4. grant the campaign's qualification to workers who passed it here, notify workers;
 5. expire the HITs of a campaign with nothing left to do, and delete them once reviewed.
 
@@ -28,7 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .. import routing
+from .. import quality, routing
 from ..models import Assignment, Campaign, LedgerEntry, Membership, ProviderJob, Task, Worker
 from . import money, review
 from .base import CrowdProvider, ProviderError, get_provider, providers
@@ -110,7 +113,8 @@ def reconcile(campaign: Campaign, provider: CrowdProvider, submissions, report: 
 # --- review and pay ---------------------------------------------------------------------------------
 
 
-def _reward_entry(campaign: Campaign, provider: CrowdProvider, a: Assignment) -> LedgerEntry | None:
+def _reward_entry(campaign: Campaign, provider: CrowdProvider, a: Assignment, *,
+                  upstream: bool = False) -> LedgerEntry | None:
     job = a.job
     if job is None or not job.reward_cents:
         return None
@@ -118,9 +122,9 @@ def _reward_entry(campaign: Campaign, provider: CrowdProvider, a: Assignment) ->
     token = _token(provider, a, "reward")
     if pool is not None:
         return money.draw(pool, kind=LedgerEntry.Kind.REWARD, amount_cents=job.reward_cents, token=token,
-                          assignment=a, worker=a.worker, note="approved assignment")
+                          assignment=a, worker=a.worker, note="approved assignment", upstream=upstream)
     return money.commit(campaign, provider.name, LedgerEntry.Kind.REWARD, job.reward_cents, token, job=job,
-                        assignment=a, worker=a.worker, note="approved assignment")
+                        assignment=a, worker=a.worker, note="approved assignment", upstream=upstream)
 
 
 def _record_approved(a: Assignment, feedback: str, entry) -> None:
@@ -132,7 +136,8 @@ def _record_approved(a: Assignment, feedback: str, entry) -> None:
 
 
 def _settle_approved(campaign, provider, a: Assignment, feedback: str) -> None:
-    _record_approved(a, feedback, _reward_entry(campaign, provider, a))
+    """The marketplace approved (and paid) on its own, e.g. its auto-approval: record it."""
+    _record_approved(a, feedback, _reward_entry(campaign, provider, a, upstream=True))
 
 
 def approve(campaign: Campaign, provider: CrowdProvider, a: Assignment, feedback: str) -> None:
@@ -166,8 +171,19 @@ def review_submitted(campaign: Campaign, provider: CrowdProvider, report: Counte
     pending = (Assignment.objects.select_related("worker", "job", "campaign")
                .filter(campaign=campaign, worker__provider=provider.name, state=State.SUBMITTED, confirmed=True)
                .order_by("pk"))
+    pending = list(pending)
+    # Who this sync is going to block, known before anybody is approved: a spammer's good-looking
+    # assignment must not be approved and paid just because it comes before the one that blocks him.
+    to_block = {w.pk for w in (m.worker for m in quality.failing_members(campaign))}
+    for a in pending:
+        decision, _ = review.decide(a, rules)
+        if decision == "reject" and review.should_block(a, rules):
+            to_block.add(a.worker_id)
     for a in pending:
         decision, feedback = review.decide(a, rules)
+        if decision == "approve" and (a.worker_id in to_block or quality.worker_blocked(campaign.pk, a.worker_id)):
+            decision = "hold"  # blocked now or before: held for the curator, never paid
+            report["held_blocked"] += 1
         if decision == "approve":
             approve(campaign, provider, a, feedback)
             report["approved"] += 1
@@ -180,10 +196,21 @@ def review_submitted(campaign: Campaign, provider: CrowdProvider, report: Counte
                 report["blocked"] += 1
         else:
             report["held"] += 1
+    def block_here_and_there(worker: Worker, why: str) -> None:
+        if worker.provider == provider.name and worker.external_id:
+            block(campaign, provider, worker, why)
+        else:  # an in-house member of an external campaign: nothing to tell the marketplace
+            routing.block_worker(campaign, worker, reason=why)
+
+    for worker in quality.enforce_gold_rules(campaign, block=block_here_and_there):
+        report["blocked_gold"] += 1
+        log.info("sync of campaign %s blocked worker %s on gold accuracy", campaign.pk, worker.pk)
     if rules.get("bonus_cents"):
         reason = str(rules.get("bonus_reason") or "A bonus for careful work. Thank you!")
+        blocked = quality.blocked_worker_ids(campaign)
         for a in (Assignment.objects.select_related("worker", "job", "campaign")
-                  .filter(campaign=campaign, worker__provider=provider.name, state=State.APPROVED).order_by("pk")):
+                  .filter(campaign=campaign, worker__provider=provider.name, state=State.APPROVED)
+                  .exclude(worker_id__in=blocked).order_by("pk")):
             cents = review.bonus_for(a, rules)
             if cents and pay_bonus(provider, a, cents, reason):
                 report["bonuses"] += 1
@@ -212,7 +239,7 @@ def grant_qualifications(campaign: Campaign, provider: CrowdProvider, report: Co
 
 def _update_config(campaign: Campaign, **values) -> None:
     with transaction.atomic():
-        locked = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        locked = Campaign.objects.select_for_update(no_key=True).get(pk=campaign.pk)
         config = dict(locked.provider_config or {})
         config.update(values)
         Campaign.objects.filter(pk=campaign.pk).update(provider_config=config)

@@ -16,7 +16,8 @@ One module per responsibility; this package names the public functions, so ``url
 - ``dashboard``: the detail page, the progress card, the status and recompute actions;
 - ``workers``: members, and the per-worker table with blocking;
 - ``gold``: gold, training and qualification items;
-- ``task_list``: the tasks page; ``export``: the CSV export.
+- ``task_list``: the tasks page; ``export``: the CSV export;
+- ``crowd``: the crowd controls (provider, reward, budget, places, review rules) and the ledger.
 """
 from .context import (
     DEFAULT_PRECISION,
@@ -26,6 +27,7 @@ from .context import (
     dashboard_context,
     worker_rows,
 )
+from .crowd import LEDGER_PER_PAGE, campaign_crowd, campaign_ledger
 from .dashboard import (
     campaign_aggregate,
     campaign_detail,
@@ -47,4 +49,4 @@ __all__ = ["campaign_list", "campaign_create", "campaign_detail", "campaign_prog
            "campaign_aggregate", "campaign_members", "campaign_gold", "campaign_workers", "campaign_tasks",
            "campaign_export", "instructions_preview", "worker_rows", "agreement_hint", "dashboard_context",
            "DEFAULT_PRECISION", "MAX_LIVE_VOTES", "STATUS_ACTIONS", "CAMPAIGNS_PER_PAGE", "TASKS_PER_PAGE",
-           "GOLD_PER_PAGE"]
+           "GOLD_PER_PAGE", "campaign_crowd", "campaign_ledger", "LEDGER_PER_PAGE"]

@@ -81,6 +81,7 @@ def worker_rows(campaign: Campaign) -> list[dict]:
             "gold_seen": m.gold_seen, "gold_correct": m.gold_correct, "gold_accuracy": m.gold_accuracy,
             "reliability": s.get("reliability", m.reliability),
             "agreement": s.get("agreement_with_consensus"),
+            "alpha": s.get("alpha"),
             "median_seconds": s.get("median_seconds", live_medians.get(m.worker_id)),
             "blocked": m.blocked or m.worker.blocked, "blocked_reason": m.blocked_reason,
             "globally_blocked": m.worker.blocked,

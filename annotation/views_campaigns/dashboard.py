@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from captionlab import roles
 from captionlab.roles import role_required
 
-from .. import services
+from .. import quality, services
 from ..models import Campaign
 from ..services import CampaignError
 from ._common import _campaign
@@ -79,6 +79,9 @@ def campaign_aggregate(request, pk):
     from ..tasks import aggregate_campaign
 
     campaign = _campaign(pk)
+    blocked = quality.enforce_gold_rules(campaign)  # the gold rule of every provider, in-house included
+    if blocked:
+        messages.warning(request, f"Blocked on gold accuracy: {', '.join(str(w) for w in blocked)}.")
     try:
         aggregate_campaign.delay(campaign.pk)
     except Exception as exc:  # noqa: BLE001 - the curator gets the reason, the log the traceback

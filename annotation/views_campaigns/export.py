@@ -10,7 +10,8 @@ from django.views.decorators.http import require_GET
 from captionlab import csv_safe, roles
 from captionlab.roles import role_required
 
-from ..models import Aggregate, Campaign, Membership, Vote
+from ..models import Aggregate, Campaign
+from ..vote_export import vote_rows
 from ._common import _campaign
 
 
@@ -24,19 +25,8 @@ def _cell(value):
 
 
 def _vote_rows(campaign: Campaign):
-    kind = campaign.kind_spec
-    blocked = set(Membership.objects.filter(campaign=campaign, blocked=True).values_list("worker_id", flat=True))
-    yield ["vote_id", "task_id", "role", "image_id", "image_external_id", "caption_id", "caption_text", "worker_id",
-           "worker", "value", "label", "correct", "seconds", "created_at", "worker_blocked"]
-    votes = (Vote.objects.filter(campaign=campaign).select_related("task__image", "task__caption", "worker__user")
-             .order_by("pk"))
-    for v in votes.iterator(chunk_size=2000):
-        label = kind.label_of(v.value)
-        if label is None and isinstance(v.value, dict) and "text" in v.value:
-            label = v.value["text"]
-        yield [v.pk, v.task_id, v.role, v.task.image_id, v.task.image.external_id, v.task.caption_id,
-               v.task.caption.text if v.task.caption_id else "", v.worker_id, str(v.worker), v.value, label,
-               v.correct, round(v.seconds, 3), v.created_at.isoformat(), v.worker_id in blocked]
+    """The same rows as ``manage.py campaign export-votes`` (``annotation.vote_export``)."""
+    return vote_rows(campaign)
 
 
 def _aggregate_rows(campaign: Campaign):

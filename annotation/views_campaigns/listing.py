@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from captionlab import roles
 from captionlab.roles import role_required
 
-from .. import services
+from ..providers import controls
 from ..forms import CampaignForm
 from ..models import Campaign, Task, Vote
 from ..services import CampaignError
@@ -51,12 +51,15 @@ def campaign_create(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            campaign = services.campaign_create(
-                name=data["name"], kind=data["kind"], selection=form.selection(), user=request.user,
-                members=list(data.get("members") or ()),
+            campaign = controls.create_campaign(
+                controls=form.controls(), name=data["name"], kind=data["kind"], selection=form.selection(),
+                user=request.user, members=list(data.get("members") or ()),
                 status=Campaign.Status.RUNNING if data.get("start") else Campaign.Status.DRAFT, **form.settings())
         except CampaignError as error:
-            form.add_error(error.field if error.field in form.fields else None, error.message)
+            if error.field in controls.CONTROL_FIELDS:
+                form.add_control_error(error)
+            else:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
         else:
             messages.success(request, f"Campaign “{campaign.name}” created with {campaign.tasks.count()} tasks.")
             return redirect(campaign)

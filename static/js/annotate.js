@@ -9,7 +9,11 @@
  *
  * Every action is a plain form (htmx swaps the task panel when it is there; the form posts without
  * it), so the keys only pick inputs and submit the page's own forms. The server is the authority on
- * every check; the length and language notes here only help while typing.
+ * every check; the length note here only helps while typing.
+ *
+ * The instructions drawer opens on the first visit of a campaign; on a phone it stays closed on
+ * later visits (remembered in localStorage), so the item is not pushed below the fold. Key hints
+ * are hidden on touch screens by annotate.css.
  */
 (function () {
   "use strict";
@@ -98,21 +102,10 @@
     return true;
   }
 
-  // --- the caption box: live length against the campaign's limits, and a rough language note ------
-
-  var STOPWORDS = ("a an the and or of in on at to with by for from is are was were be being has have " +
-    "his her their its this that these those there it he she they two three some while near under over " +
-    "into up down man woman people dog boy girl").split(" ");
-
-  function looksEnglish(text) {
-    var letters = text.match(/\p{L}/gu) || [];
-    if (letters.length < 12) return null; // too little to tell
-    var ascii = letters.filter(function (c) { return c >= "A" && c <= "z"; }).length;
-    if (ascii / letters.length < 0.85) return false;
-    var words = text.toLowerCase().match(/[a-z']+/g) || [];
-    if (words.length < 4) return null;
-    return words.some(function (w) { return STOPWORDS.indexOf(w) >= 0; });
-  }
+  // --- the caption box: live length against the campaign's limits --------------------------------
+  // No language guess here: a word list in the browser called German "English" (German shares "in",
+  // "an", "man" with English). The server checks language, gibberish and markup on submit
+  // (annotation/text_checks.py) and its message comes back with the typed text kept.
 
   function checkCaption(box) {
     var p = panel();
@@ -127,12 +120,6 @@
       meter.classList.toggle("is-long", text.length > max);
       meter.classList.toggle("is-ok", text.length >= min && text.length <= max);
     }
-    var note = p.querySelector('[data-role="language"]');
-    if (!note) return;
-    var english = box.dataset.language && box.dataset.language.slice(0, 2) === "en" ? looksEnglish(text) : null;
-    note.textContent = english === false ? "This does not look like English; this campaign asks for captions in English." :
-      (english ? "Looks like English." : "");
-    note.classList.toggle("is-warning", english === false);
   }
 
   document.addEventListener("input", function (event) {
@@ -217,5 +204,26 @@
   // (the length meter's class among them) during the settle, which would undo what setUp sets.
   document.addEventListener("htmx:afterSettle", function () { if (panel()) setUp(); });
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp); else setUp();
+  // --- the instructions drawer: open on a first visit; on a phone, where it pushes the item below the
+  // fold, closed on every later visit of the campaign (remembered in this browser's localStorage) ----
+
+  var PHONE = "(max-width: 639px)";
+
+  function rememberDrawer() {
+    var drawer = document.getElementById("instructions");
+    if (!drawer) return;
+    var key = "captionlab:instructions-seen:" + (drawer.dataset.campaign || "");
+    var seen = false;
+    try {
+      seen = window.localStorage.getItem(key) === "1";
+      window.localStorage.setItem(key, "1");
+    } catch (error) {
+      return; // storage blocked: the server's choice stands
+    }
+    if (seen && window.matchMedia && window.matchMedia(PHONE).matches) drawer.open = false;
+  }
+
+  function start() { rememberDrawer(); setUp(); }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();

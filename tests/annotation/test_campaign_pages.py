@@ -458,8 +458,8 @@ def test_csv_export_of_votes_and_aggregates(alice_client, make_campaign, bob, dj
     assert f"campaign-{campaign.pk}-votes.csv" in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert len(rows) == 2
-    assert {r["worker"] for r in rows} == {"bob"} and {r["label"] for r in rows} == {"not_fluent"}
-    assert {r["seconds"] for r in rows} == {"2.5"} and rows[0]["value"] == '{"label": "not_fluent"}'
+    assert {r["worker_name"] for r in rows} == {"bob"} and {r["label"] for r in rows} == {"not_fluent"}
+    assert {r["seconds"] for r in rows} == {"2.500"} and rows[0]["value"] == '{"label": "not_fluent"}'
     assert "'=HYPERLINK(\"http://x\")" in {r["caption_text"] for r in rows}  # not a live formula
 
     voted = Vote.objects.filter(campaign=campaign).first().task

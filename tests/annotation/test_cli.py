@@ -181,3 +181,13 @@ def test_aggregate_runs_the_real_aggregation(make_campaign, django_user_model):
 def test_a_missing_subcommand_is_an_error():
     with pytest.raises(CommandError):
         call_command("campaign")
+
+
+def test_create_with_the_question_annotators_read(collection):
+    run("create", "--name", "Asked", "--kind", "fluency", "--collection", collection.name,
+        "--question", "Would a native speaker write this caption?", "--instructions", "Curator notes: seed 002 Table 2.")
+    campaign = Campaign.objects.get(name="Asked")
+    assert campaign.annotator_question == "Would a native speaker write this caption?"
+    with pytest.raises(CommandError, match="300 characters"):
+        run("create", "--name", "Too long", "--kind", "fluency", "--collection", collection.name,
+            "--question", "Is it fluent? " * 30)

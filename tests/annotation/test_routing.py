@@ -55,11 +55,11 @@ def test_bad_votes_are_refused_with_reasons(make_campaign, bob, bob_worker, djan
     with pytest.raises(RoutingError) as exc:
         submit_vote(campaign, bob_worker, other.pk, "fluent")
     assert exc.value.status == 409
+    # an expired reservation still holds its slot: the late vote is taken (test_late_votes.py has the rest)
     Reservation.objects.filter(task=served.task).update(expires_at=timezone.now() - timedelta(seconds=1))
-    with pytest.raises(RoutingError) as exc:
-        submit_vote(campaign, bob_worker, served.task.pk, "fluent")
-    assert exc.value.status == 410
-    assert Task.objects.get(pk=served.task.pk).reserved_count == 0
+    assert submit_vote(campaign, bob_worker, served.task.pk, "fluent").created
+    task = Task.objects.get(pk=served.task.pk)
+    assert (task.reserved_count, task.votes_count) == (0, 1)
     (stranger,) = make_annotators(django_user_model, 1, prefix="stranger")
     with pytest.raises(RoutingError) as exc:
         next_task(campaign, worker_for_user(stranger))
@@ -161,7 +161,7 @@ def test_written_captions_are_crowd_captions_fed_to_rating(make_campaign, bob, b
     write = make_campaign("write", members=[bob], rate_campaign=rate, collection=rate.collection,
                           name="write captions")
     served = next_task(write, bob_worker)
-    text = "<script>alert(1)</script> A dog runs along the beach at sunset."
+    text = "A dog runs along the beach at sunset."
     result = submit_vote(write, bob_worker, served.task.pk, {"text": text})
     caption = result.vote.caption
     assert caption.origin == "crowd" and caption.text == text

@@ -5,33 +5,35 @@
     manage.py campaign status 3 paused
     manage.py campaign aggregate 3
     manage.py campaign export-votes 3 --out votes.csv
+    manage.py campaign create ... --provider linkout --reward-cents 150 --budget-cents 60000 --places 300
+    manage.py campaign crowd 3 --budget-cents 90000 --block-below-gold-accuracy 0.6 --block-min-gold 5
+    manage.py campaign ledger 3
 
 Every write goes through ``annotation.services`` (the same rules as the pages and the API); a bad
 argument stops with a CommandError that says what to fix.
 """
 from __future__ import annotations
 
-import json
-
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, Q
 
-from annotation import services
+from annotation import quality, services
+from annotation.management.commands import _crowd
+from annotation.providers import controls
 from annotation.kinds import KINDS
 from annotation.models import Campaign, Membership, Task, Vote
 from curation.models import Caption, Collection
 from captionlab import csv_safe
 
 STATUSES = [Campaign.Status.RUNNING, Campaign.Status.PAUSED, Campaign.Status.FINISHED]
-EXPORT_COLUMNS = ["vote", "task", "role", "image", "caption", "worker", "worker_name", "worker_blocked", "label",
-                  "value", "correct", "seconds", "edits", "created_at", "updated_at"]
 
 
 class Command(BaseCommand):
     help = "Crowd campaigns: create from a selection, list, change status, aggregate, export votes."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="subcommand", metavar="{create,list,status,aggregate,export-votes}")
+        sub = parser.add_subparsers(dest="subcommand", metavar="{create,list,status,aggregate,export-votes,crowd,"
+                                                                      "ledger}")
         sub.required = True
 
         create = sub.add_parser("create", help="create a campaign from a selection of a collection")
@@ -51,9 +53,17 @@ class Command(BaseCommand):
         create.add_argument("--reservation-seconds", type=int)
         create.add_argument("--priority", choices=Campaign.Priority.values)
         create.add_argument("--instructions", help="Markdown instructions, or @file to read them from a file")
+        create.add_argument("--question", help="the question annotators read on every item (default: the kind's own)")
         create.add_argument("--open-to-all", action="store_true", help="every annotator may join")
         create.add_argument("--members", default="", help="comma-separated usernames of annotators")
         create.add_argument("--start", action="store_true", help="create it running rather than as a draft")
+        _crowd.add_crowd_arguments(create)
+        crowd = sub.add_parser("crowd", help="show or change the provider, reward, budget, places, provider "
+                                             "settings and review rules")
+        crowd.add_argument("campaign", help="campaign id or name")
+        _crowd.add_crowd_arguments(crowd)
+        ledger = sub.add_parser("ledger", help="every ledger entry of a campaign (token, provider reference)")
+        ledger.add_argument("campaign", help="campaign id or name")
 
         sub.add_parser("list", help="list campaigns with their progress")
 
@@ -70,7 +80,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, subcommand, **options):
         handler = {"create": self.create, "list": self.list, "status": self.status, "aggregate": self.aggregate,
-                   "export-votes": self.export_votes}[subcommand]
+                   "export-votes": self.export_votes, "crowd": self.crowd, "ledger": self.ledger}[subcommand]
         handler(**options)
 
     # --- lookups ----------------------------------------------------------------------------
@@ -121,18 +131,28 @@ class Command(BaseCommand):
             raise CommandError(" ".join(str(m) for m in exc.detail)) from None
         settings = {"votes_per_item": options.get("votes_per_item"), "gold_rate": options.get("gold_rate"),
                     "reservation_seconds": options.get("reservation_seconds"), "priority": options.get("priority"),
-                    "instructions": instructions, "open_to_all": open_to_all or None}
+                    "instructions": instructions, "open_to_all": open_to_all or None,
+                    "annotator_question": options.get("question")}
         try:
-            campaign = services.campaign_create(
-                name=name, kind=kind, selection=selection, members=users,
+            campaign = controls.create_campaign(
+                controls=_crowd.crowd_values(options), name=name, kind=kind, selection=selection, members=users,
                 status=Campaign.Status.RUNNING if start else Campaign.Status.DRAFT, **settings)
         except services.CampaignError as exc:
+            if exc.field in controls.CONTROL_FIELDS:
+                raise _crowd.command_error(exc) from None
             where = f" (--{exc.field.replace('_', '-')})" if exc.field else ""
             raise CommandError(f"{exc.message}{where}") from None
         tasks = campaign.tasks.count()
         self.stdout.write(self.style.SUCCESS(
             f"Campaign #{campaign.pk} {campaign.name!r}: {campaign.kind}, {tasks} tasks, "
             f"{campaign.votes_per_item} votes per item, {len(users)} members, {campaign.status}."))
+        _crowd.write_crowd(self, campaign)
+
+    def crowd(self, *, campaign, **options):
+        _crowd.change_crowd(self, self._campaign(campaign), options)
+
+    def ledger(self, *, campaign, **options):
+        _crowd.write_ledger(self, self._campaign(campaign))
 
     def list(self, **options):
         campaigns = Campaign.objects.annotate(
@@ -160,6 +180,8 @@ class Command(BaseCommand):
 
     def aggregate(self, *, campaign, **options):
         camp = self._campaign(campaign)
+        for worker in quality.enforce_gold_rules(camp):  # the gold rule of every provider, in-house included
+            self.stdout.write(self.style.WARNING(f"Blocked {worker} on gold accuracy."))
         try:
             from annotation.aggregation import aggregate_campaign
         except ImportError as exc:
@@ -185,27 +207,19 @@ class Command(BaseCommand):
             self.stdout.write("No aggregated labels yet.")
 
     def export_votes(self, *, campaign, out, **options):
+        """The same rows and columns as the page's votes CSV (``annotation.vote_export``)."""
+        from annotation.vote_export import vote_rows
+
         camp = self._campaign(campaign)
-        blocked = set(Membership.objects.filter(campaign=camp, blocked=True).values_list("worker_id", flat=True))
-        kind = camp.kind_spec
-        votes = (Vote.objects.filter(campaign=camp).select_related("task", "worker__user")
-                 .annotate(n_edits=Count("edits")).order_by("pk"))
         try:
             fh = self.stdout if out == "-" else open(out, "w", newline="", encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"Cannot write {out}: {exc}") from None
-        n = 0
+        n = -1  # the header
         try:
             writer = csv_safe.writer(fh)
-            writer.writerow(EXPORT_COLUMNS)
-            for vote in votes.iterator(chunk_size=2000):
-                label = kind.label_of(vote.value)
-                writer.writerow([vote.pk, vote.task_id, vote.role, vote.task.image_id, vote.task.caption_id or "",
-                                 vote.worker_id, str(vote.worker),
-                                 int(vote.worker_id in blocked), "" if label is None else str(label),
-                                 json.dumps(vote.value, ensure_ascii=False, sort_keys=True),
-                                 "" if vote.correct is None else int(vote.correct), f"{vote.seconds:.3f}",
-                                 vote.n_edits, vote.created_at.isoformat(), vote.updated_at.isoformat()])
+            for row in vote_rows(camp):
+                writer.writerow(row)
                 n += 1
         finally:
             if out != "-":
