@@ -21,14 +21,13 @@ confidence range, and a text search over the item's caption, the consensus and t
 """
 from __future__ import annotations
 
-import gc
 import io
 import json
 import math
 from collections import Counter, defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
 
+from captionlab.gcpause import cyclic_gc_paused
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.db.models.fields.json import KT
@@ -240,17 +239,7 @@ def results_rows(campaign: Campaign, *, method: str | None = None, filters: Resu
         return method, [row for row in rows if filters.keep(row)]
 
 
-@contextmanager
-def _no_cyclic_gc():
-    """Hundreds of thousands of small dicts and counters, none in a cycle: with the cyclic collector
-    running, its full passes over them made 200,000 rows take several times 4 x 50,000."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+_no_cyclic_gc = cyclic_gc_paused  # see captionlab/gcpause.py for why
 
 
 def _row(task: dict, part: str, votes: int, consensus, confidence, tie: bool, method: str, counts: dict,

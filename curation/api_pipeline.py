@@ -1,4 +1,5 @@
 """API for pipelines, filter runs, decisions and curator overrides (curator role)."""
+from django.db.models import Q
 from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -107,7 +108,12 @@ DECISION_FILTERS = {
     "step": ("step", _int), "filter": ("filter_name", _str), "outcome": ("outcome", _str), "reason": ("reason", _str),
     "override": ("override", _str), "image": (_of_image, _int), "caption": ("caption_id", _int),
     "min_score": ("score__gte", float), "max_score": ("score__lte", float),
+    # Applied with the run (views_pipeline/text_search.py): a caption search, and outcomes at other steps.
+    "q": (lambda value: Q(), _str), "also": (lambda value: Q(), _str),
 }
+DECISION_FILTERS["q"][0].__doc__ = ("caption search (PostgreSQL full text: words, \"a phrase\", -word) over the "
+                                    "caption's text, and a transform's output")
+DECISION_FILTERS["also"][0].__doc__ = "final outcomes at other steps, e.g. 5:keep,2:drop (needs step)"
 
 
 @extend_schema_view(list=extend_schema(parameters=_filter_params(RUN_FILTERS)))
@@ -135,7 +141,8 @@ class FilterRunViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     def decisions(self, request, pk=None):
         run = self.get_object()
         view = _DecisionFilter(request)
-        page = self.paginate_queryset(view.filter_queryset(run.decisions.order_by("step", "pk")))
+        decisions = _searched(run, request.query_params, view.filter_queryset(run.decisions.order_by("step", "pk")))
+        page = self.paginate_queryset(decisions)
         return self.get_paginated_response(DecisionSerializer(page, many=True).data)
 
     @extend_schema(request=BulkOverrideSerializer, responses={200: dict})
@@ -155,6 +162,25 @@ class FilterRunViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
         if self.action in ("decisions", "bulk_override"):
             return queryset
         return super().filter_queryset(queryset)
+
+
+def _searched(run, params, decisions):
+    """``q`` (caption search) and ``also`` ("5:keep,2:drop": final outcomes at other steps, with ``step``)."""
+    from .views_pipeline.text_search import MAX_QUERY_CHARS, decisions_also, decisions_matching, parse_also
+
+    if params.get("also"):
+        if "step" not in params:
+            raise ValidationError({"also": "give the step whose decisions to list (step=...) with also"})
+        also, errors = parse_also(params["also"])
+        step = int(params["step"])
+        errors += [f"this run has no step {other + 1}" for other, _ in also if other >= len(run.snapshot)]
+        if errors or not 0 <= step < len(run.snapshot):
+            raise ValidationError({"also": errors or [f"this run has no step {step}"]})
+        decisions = decisions_also(decisions, run, step, also)
+    q = " ".join((params.get("q") or "").split())
+    if len(q) > MAX_QUERY_CHARS:
+        raise ValidationError({"q": f"at most {MAX_QUERY_CHARS} characters"})
+    return decisions_matching(decisions, run, q) if q else decisions
 
 
 class _DecisionFilter(WhitelistFilterMixin):

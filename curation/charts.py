@@ -41,6 +41,16 @@ def fmt_number(value: float) -> str:
     return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
 
 
+def ordinal(value: float) -> str:
+    """55 -> "55th", 1 -> "1st", 22 -> "22nd", 12.5 -> "12.5th"."""
+    text = fmt_number(value)
+    if not float(value).is_integer():
+        return f"{text}th"
+    whole = int(value)
+    suffix = "th" if whole % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(whole % 10, "th")
+    return f"{text}{suffix}"
+
+
 # --- The funnel ----------------------------------------------------------------------------------
 
 
@@ -173,6 +183,35 @@ def thresholds_of(params: dict, names=()) -> dict[str, float]:
     return found
 
 
+def thresholds_used(params: dict, names, decisions) -> tuple[dict[str, float], dict[str, str]]:
+    """The bounds a step's decisions were actually cut at, and a note per bound that was not its parameter.
+
+    A filter may compute a bound when it runs and record it in each decision's details as ``<name>_used``
+    (informativeness keeps the ``min_rho_percentile``-th percentile of its fitted corpus, so ``min_rho`` is
+    empty by default and ``min_rho_used`` says where the cut fell). The recorded value wins over the
+    parameter (it is the higher of the two when both are set); when a ``<name>_percentile`` parameter is
+    set, the note says which percentile it stands for. ``decisions``: the step's decisions (a queryset)."""
+    found = thresholds_of(params, names)
+    notes: dict[str, str] = {}
+    # One row: a filter that computes a bound records it on every decision it scored.
+    details = decisions.filter(score__isnull=False).order_by("pk").values_list("details", flat=True).first()
+    details = details if isinstance(details, dict) else {}
+    for name in names or ():
+        if not (name.startswith("min_") or name.startswith("max_")):
+            continue
+        value = details.get(f"{name}_used")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        value = float(value)
+        percentile = (params or {}).get(f"{name}_percentile")
+        if isinstance(percentile, (int, float)) and not isinstance(percentile, bool) and found.get(name) != value:
+            notes[name] = f"{ordinal(float(percentile))} percentile cut"
+        elif name not in found:
+            notes[name] = "computed when run"
+        found[name] = value
+    return found, notes
+
+
 def passes(thresholds: dict[str, float]) -> Q:
     """The condition "the score is within every bound" (min_* inclusive below, max_* above)."""
     condition = Q()
@@ -190,6 +229,7 @@ class Histogram:
     unscored: int
     thresholds: dict[str, float] = field(default_factory=dict)
     integer: bool = False  # whole-number scores, one bin per value
+    notes: dict[str, str] = field(default_factory=dict)  # threshold name -> what it is ("55th percentile cut")
 
     @property
     def peak(self) -> int:
@@ -304,7 +344,7 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
     label_slots: list[tuple[float, int]] = []
     for name, value in sorted(histogram.thresholds.items()):
         out.extend(_threshold_line(name, value, sx, top, axis_y, label_slots, dashed=False,
-                                   off=not histogram.lo <= value <= histogram.hi))
+                                   off=not histogram.lo <= value <= histogram.hi, note=histogram.notes.get(name, "")))
         new = proposed.get(name)
         if new is not None and new != value:
             out.extend(_threshold_line(name, new, sx, top, axis_y, label_slots, dashed=True,
@@ -316,19 +356,22 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
     return mark_safe("".join(out))
 
 
-def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: bool, cutoff: bool = False) -> list[str]:
+def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: bool, cutoff: bool = False,
+                    note: str = "") -> list[str]:
     x = sx(value)
     colour = COLOURS["cutoff"] if cutoff else "#3b5bdb" if dashed else "#1c2330"
     dash = ' stroke-dasharray="2 3"' if cutoff else ' stroke-dasharray="5 4"' if dashed else ""
-    label = f"{'new ' if dashed else ''}{name} = {fmt_number(value)}{' (off the chart)' if off else ''}"
+    remarks = ", ".join(r for r in (note, "off the chart" if off else "") if r)
+    label = f"{'new ' if dashed else ''}{name} = {fmt_number(value)}{f' ({remarks})' if remarks else ''}"
     # Labels of lines close together go on separate rows of text (three rows above the plot).
     level = next((row for row in range(3) if all(abs(sx_ - x) >= 150 or r != row for sx_, r in slots)), len(slots) % 3)
     slots.append((x, level))
     anchor = "end" if x > 480 else "start"
     nudge = -4 if anchor == "end" else 4
     kind = "cutoff" if cutoff else "threshold proposed" if dashed else "threshold"
+    note_attr = f' data-note="{escape(note)}"' if note else ""
     return [
-        f'<line class="{kind}" data-name="{escape(name)}" data-value="{value}" '
+        f'<line class="{kind}" data-name="{escape(name)}" data-value="{value}"{note_attr} '
         f'x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-width="2"{dash}/>',
         _text(x + nudge, top - 34 + 12 * level, label, anchor=anchor, size=11, fill=colour, weight="600"),
     ]

@@ -212,6 +212,9 @@ class Caption(models.Model):
         TRANSLATED = "translated", "Machine-translated"
         MODEL = "model", "Model-generated"
         TRANSFORMED = "transformed", "Transformed"
+        # A caption seed (seed 001 section 2) a run's caption_seeds step found in a description, as a short
+        # caption ("person slays dragon"); its parent is the description (curation/pipeline/seeds.py).
+        SEED = "seed", "Caption seed"
 
     # Indexed through the unique (image, text_hash, source) constraint, which starts with it.
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="captions", db_index=False)

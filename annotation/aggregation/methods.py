@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 
-from .frames import Results, py
+from .frames import Results
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,9 @@ DEFAULT_ORIGIN = {
     ImportJob.Kind.COMMENTS: Caption.Origin.WEB_COMMENT,
 }
 PROGRESS_EVERY = 200  # members or rows between progress writes for the slow (per-image) readers
+# Rows between progress writes for the line readers: the bar counts rows as they are read, not batches
+# as they land (a batch is INGEST_BATCH_SIZE rows: 10,000 by default, most of a small file).
+PROGRESS_ROWS = 2000
 
 
 def import_run(job_id: int, *, on_progress=None) -> ImportJob:
@@ -155,7 +158,12 @@ def _run_tsv(job, report, on_progress):
     with _BatchWriter(job, report, on_progress, origin=origin, language=language) as writer:
         with _local_source(job) as path, open(path, "rb") as fh:
             ImportJob.objects.filter(pk=job.pk).update(rows_total=lines.count_lines(fh))
-            for lineno, value in lines.iter_lines(fh):
+            count = 0
+            for count, (lineno, value) in enumerate(lines.iter_lines(fh), start=1):
+                if count % PROGRESS_ROWS == 0:  # rows count as read when read; what they land, when landed
+                    report.add(rows_read=PROGRESS_ROWS)
+                    report.flush()
+                    on_progress(job)
                 try:
                     if isinstance(value, RowError):
                         raise value
@@ -164,13 +172,13 @@ def _run_tsv(job, report, on_progress):
                     url = url.strip()
                     download.check_url_syntax(url)
                 except RowError as exc:
-                    report.add(rows_read=1)
                     report.skip(lineno, value if isinstance(value, str) else "", exc)
                     continue
                 batch.append(UrlRow(lineno, caption, url))
                 if len(batch) >= settings.INGEST_BATCH_SIZE:
                     writer.submit(batch)
                     batch = []
+            report.add(rows_read=count % PROGRESS_ROWS)
             writer.submit(batch)
 
 
@@ -200,7 +208,8 @@ class _BatchWriter:
             self._account(rows, future.result())
 
     def _account(self, rows, result):
-        self.report.add(rows_read=len(rows), rows_imported=result.captions_created,
+        # The rows were counted as read when they were read (``_run_tsv``); here, what they landed.
+        self.report.add(rows_imported=result.captions_created,
                         images_created=result.images_created, captions_created=result.captions_created)
         self.report.flush()
         self.on_progress(self.job)
@@ -233,24 +242,40 @@ def _run_comments(job, report, on_progress):
     origin, language = _origin(job), _language(job)
     batch: list[tuple[int, str, str]] = []
 
+    placeholders = (job.options or {}).get("unknown_images", "placeholder") == "placeholder"
+
     def land():
         if not batch:
             return
         with transaction.atomic():
-            ids = _images_by_external_id(job, {ext for _, ext, _ in batch})
-            created = insert_captions([
-                Caption(image_id=ids[ext], text=text, language=language, origin=origin,
-                        source=job.source_name, import_job=job, import_line=lineno)
-                for lineno, ext, text in batch
-            ])
-        report.add(rows_read=len(batch), rows_imported=created)
+            ids, new = _images_by_external_id(job, {ext for _, ext, _ in batch}, create=placeholders)
+            rows = []
+            for lineno, ext, text in batch:
+                if ext not in ids:  # unknown_images=skip: the line is reported, nothing is created
+                    report.skip(lineno, f"{ext}\t{text}", RowError(
+                        "unknown_image", f"no image with id {ext!r} in this collection"))
+                    continue
+                if ext in new:  # reported once, on the line that created the placeholder
+                    new.discard(ext)
+                    report.warn(lineno, ext, "placeholder_image",
+                                f"no image with id {ext!r} in this collection yet: a placeholder was created; an "
+                                "image import whose file names are these ids fills it in")
+                rows.append(Caption(image_id=ids[ext], text=text, language=language, origin=origin,
+                                    source=job.source_name, import_job=job, import_line=lineno))
+            created = insert_captions(rows)
+        report.add(rows_imported=created)
         report.flush()
         batch.clear()
         on_progress(job)
 
     with _local_source(job) as path, open(path, "rb") as fh:
         ImportJob.objects.filter(pk=job.pk).update(rows_total=lines.count_lines(fh))
-        for lineno, value in lines.iter_lines(fh):
+        count = 0
+        for count, (lineno, value) in enumerate(lines.iter_lines(fh), start=1):
+            if count % PROGRESS_ROWS == 0:  # rows count as read when read, so that the bar moves with them
+                report.add(rows_read=PROGRESS_ROWS)
+                report.flush()
+                on_progress(job)
             try:
                 if isinstance(value, RowError):
                     raise value
@@ -262,33 +287,37 @@ def _run_comments(job, report, on_progress):
                     raise RowError("bad_image_id", "image id is empty or longer than 300 characters")
                 text = lines.clean_caption(text)
             except RowError as exc:
-                report.add(rows_read=1)
                 report.skip(lineno, value if isinstance(value, str) else "", exc)
                 continue
             batch.append((lineno, ext, text))
             if len(batch) >= settings.INGEST_BATCH_SIZE:
                 land()
+        report.add(rows_read=count % PROGRESS_ROWS)
         land()
+        report.flush()
 
 
-def _images_by_external_id(job, external_ids: set[str]) -> dict[str, int]:
-    """Image ids by external id, creating placeholders (status missing) for ids not seen yet.
+def _images_by_external_id(job, external_ids: set[str], *, create: bool = True) -> tuple[dict[str, int], set[str]]:
+    """Image ids by external id, and the external ids whose placeholder this call created.
 
-    A later folder or zip import whose file names are those ids fills the placeholders in.
+    With ``create`` (the import option ``unknown_images=placeholder``, the default: a comment
+    collection whose photos come later) an id not seen yet gets a placeholder image (status
+    missing), which a later folder or zip import whose file names are those ids fills in; without
+    it, unknown ids are left out for the caller to report.
     """
     found = dict(
         Image.objects.filter(collection_id=job.collection_id, external_id__in=external_ids).values_list("external_id", "pk")
     )
-    missing = [
-        Image(collection_id=job.collection_id, external_id=ext, status=Image.Status.MISSING, import_job=job)
-        for ext in external_ids if ext not in found
-    ]
-    if missing:
-        Image.objects.bulk_create(missing, ignore_conflicts=True)
-        found = dict(
-            Image.objects.filter(collection_id=job.collection_id, external_id__in=external_ids).values_list("external_id", "pk")
-        )
-    return found
+    unknown = {ext for ext in external_ids if ext not in found}
+    if not unknown or not create:
+        return found, set()
+    Image.objects.bulk_create(
+        [Image(collection_id=job.collection_id, external_id=ext, status=Image.Status.MISSING, import_job=job)
+         for ext in unknown], ignore_conflicts=True)
+    found = dict(
+        Image.objects.filter(collection_id=job.collection_id, external_id__in=external_ids).values_list("external_id", "pk")
+    )
+    return found, unknown
 
 
 # --- Folders and zip archives of images, with an optional sidecar CSV -------------------------

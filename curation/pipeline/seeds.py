@@ -34,7 +34,12 @@ sentences of the item's parse):
 The filter keeps an item with at least one seed (score = number of seeds, details {"seeds":
 [[subject, relation, object, sentence], ...], "segments": [...]}) and drops it with ``no_seed``
 otherwise (``unparsed`` without a parse). ``save_seeds(run, caption_id, seeds)`` writes the
-CaptionSeed rows (the executor calls it with details["seeds"]).
+CaptionSeed rows; ``seed_captions.save_chunk_seeds(run, {caption id: seeds})``, which the executor calls once per
+chunk with each kept description's details["seeds"], writes those rows and, per seed, a child caption
+of the description (origin "seed", the seed as a short caption: ``seed_text`` -> "person slays
+dragon"), so that a release can ship the seeds (origin "seed") instead of or beside the descriptions.
+Both are idempotent: a chunk run again, a reconcile or another run of the same descriptions finds the
+rows and captions already there (a seed caption is unique per description and text, whatever the run).
 """
 from __future__ import annotations
 
@@ -476,3 +481,4 @@ def save_seeds(run, caption_id: int, seeds: list) -> int:
                                 object=obj, sentence=sentence))
     CaptionSeed.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+

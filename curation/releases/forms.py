@@ -36,7 +36,10 @@ class ReleaseForm(forms.Form):
                                            "The run must be of one of the collections.")
     origins = forms.MultipleChoiceField(choices=Caption.Origin.choices, required=False,
                                         widget=forms.CheckboxSelectMultiple,
-                                        help_text="None ticked: every origin but model-generated.")
+                                        help_text="None ticked: every origin but model-generated and caption seeds. "
+                                                  "Caption seeds: the short captions a run's caption_seeds step "
+                                                  "found in the descriptions it kept (tick Museum description "
+                                                  "too to ship both).")
     include_model_captions = forms.BooleanField(
         required=False, label="Include model-generated captions",
         help_text="Captions a captioner wrote; never in the test split (they would score a model against model "

@@ -1,7 +1,8 @@
 """What one page of images brings from the database for the selection: the captions, the run's
 decisions on images and captions with the curators' reviews of them, the run's transformed
-descendants, the GOOD votes per caption and the aggregates per caption. One query each per page
-(``load_page``), none per image.
+descendants, the seed captions the run's caption_seeds step found in each description, the GOOD
+votes per caption and the aggregates per caption. One query each per page (``load_page``), none per
+image.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class PageFacts:
     caption_decisions: dict[int, list[dict]]  # caption id -> the run's decisions on the caption
     reviews: dict[int, list[dict]]  # decision id -> provenance entries of its reviews
     children: dict[int, int]  # caption id -> the run's transformed caption made from it
+    seeds: dict[int, list[int]]  # description id -> its seed captions (origin "seed") the run found, in id order
     good_votes: dict[tuple[int, int], int]  # (campaign, caption) -> most GOOD votes on one task
     aggregates: dict[int, list[tuple[str, dict]]]  # caption -> [(dimension, aggregate row)]
 
@@ -29,9 +31,10 @@ def load_page(images: list[dict], *, run, good_campaigns: set[int], blocked: dic
     ids = [im["pk"] for im in images]
     captions, by_image = _captions(ids)
     image_decisions, caption_decisions, reviews, children = _decisions(ids, captions, run)
+    seeds = _seeds(captions, run)
     good_votes = _good_votes(ids, good_campaigns, blocked) if good_campaigns else {}
     return PageFacts(captions=captions, by_image=by_image, image_decisions=image_decisions,
-                     caption_decisions=caption_decisions, reviews=reviews, children=children,
+                     caption_decisions=caption_decisions, reviews=reviews, children=children, seeds=seeds,
                      good_votes=good_votes, aggregates=_aggregates(ids))
 
 
@@ -41,7 +44,8 @@ def _captions(ids: list[int]):
     captions: dict[int, dict] = {}
     by_image: dict[int, list[dict]] = defaultdict(list)
     for c in (Caption.objects.filter(image_id__in=ids).order_by("image_id", "pk")
-              .values("pk", "image_id", "text", "language", "origin", "parent_id", "source", "metadata__run")):
+              .values("pk", "image_id", "text", "language", "origin", "parent_id", "source", "metadata__run",
+                      "metadata__seed")):
         captions[c["pk"]] = c
         by_image[c["image_id"]].append(c)
     return captions, by_image
@@ -74,6 +78,30 @@ def _decisions(ids: list[int], captions: dict[int, dict], run):
         if c["origin"] == "transformed" and c["parent_id"] and c["metadata__run"] == run.pk:
             children.setdefault(c["parent_id"], c["pk"])  # the lowest id when there are two
     return image_decisions, caption_decisions, reviews, children
+
+
+def _seeds(captions: dict[int, dict], run) -> dict[int, list[int]]:
+    """description id -> its seed captions that ``run`` found (a seed caption is shared by every run that
+    found the same seed in the same description: the run's CaptionSeed rows say which ones it found).
+    Without a run: every seed caption of the page, by description."""
+    from curation.models import CaptionSeed
+
+    seeds: dict[int, list[int]] = defaultdict(list)
+    made = [c for c in captions.values() if c["origin"] == "seed" and c["parent_id"]]
+    if not made:
+        return seeds
+    if run is None:
+        for c in made:
+            seeds[c["parent_id"]].append(c["pk"])
+        return seeds
+    found = {(caption_id, subject, relation, obj) for caption_id, subject, relation, obj in
+             CaptionSeed.objects.filter(run=run, caption_id__in={c["parent_id"] for c in made})
+             .values_list("caption_id", "subject", "relation", "object")}
+    for c in made:
+        triple = c["metadata__seed"] if isinstance(c["metadata__seed"], list) else []
+        if len(triple) == 3 and (c["parent_id"], *triple) in found:
+            seeds[c["parent_id"]].append(c["pk"])
+    return seeds
 
 
 def _good_votes(ids: list[int], good_campaigns: set[int], blocked: dict[int, set]) -> dict[tuple[int, int], int]:

@@ -1,11 +1,15 @@
 """The selection of a release, image by image (images in id order, in pages of ``IMAGE_PAGE``,
 each page's facts loaded by ``page_facts.load_page``):
 
-1. Candidate captions. Without a run: the captions of the collections (transformed captions only
-   when "transformed" is among ``origins``). With a run: the captions the run decided on that it
-   did not drop, counting curator overrides (the final outcome, override or outcome, is keep or
-   "na" at every step, image steps included); the released text is the run's transformed
-   descendant of that caption (raw -> cropped -> hypernymized) when it made one.
+1. Candidate captions. Without a run: the captions of the collections (transformed captions and
+   caption seeds only when "transformed", "seed" are among ``origins``). With a run: the captions the
+   run decided on that it did not drop, counting curator overrides (the final outcome, override or
+   outcome, is keep or "na" at every step, image steps included); the released text is the run's
+   transformed descendant of that caption (raw -> cropped -> hypernymized) when it made one. With
+   "seed" among ``origins``, each such caption also brings the seed captions (origin "seed", "person
+   slays dragon") the run's caption_seeds step found in it (seed 001, Section 2; see
+   pipeline/seed_captions.py), with its decisions: ``origins`` ["seed"] ships the seeds instead of
+   the descriptions, ["seed", "museum"] both.
 2. ``origins`` (of the caption the run decided on, or of the caption itself) and ``languages``
    (the caption's, else its collection's). Model-generated captions only with
    ``include_model_captions``, and never as test references (``model_captions``).
@@ -143,14 +147,15 @@ class Selection:
         image_captions = page.by_image.get(image["pk"], [])
         if self.run is None:
             for c in image_captions:
-                if c["origin"] == "transformed" and "transformed" not in self.origins:
+                if c["origin"] in ("transformed", "seed") and c["origin"] not in self.origins:
                     continue
                 out.append((c, c, []))
             return out
         img_decisions = page.image_decisions.get(image["pk"], [])
         image_dropped = any((d["override"] or d["outcome"]) == "drop" for d in img_decisions)
+        with_seeds = "seed" in self.origins
         for c in image_captions:
-            if c["origin"] == "transformed":
+            if c["origin"] in ("transformed", "seed"):
                 continue
             own = page.caption_decisions.get(c["pk"], [])
             seen = bool(own) or (bool(img_decisions) and not self.run_has_caption_steps)
@@ -163,6 +168,9 @@ class Selection:
                 released = page.captions[page.children[released["pk"]]]
                 hops += 1
             out.append((c, released, img_decisions + own))
+            if with_seeds:
+                out.extend((page.captions[s], page.captions[s], img_decisions + own)
+                           for s in page.seeds.get(c["pk"], ()))
         return out
 
     def _chosen(self, image: dict, page: PageFacts) -> list[dict]:

@@ -44,7 +44,11 @@ def _cutoffs(run: FilterRun, step: int, snapshot: dict, current: dict[str, float
 def _histogram_context(run: FilterRun, step: int, query) -> dict:
     """The step's score histogram with its thresholds, and what other thresholds would change."""
     snapshot = _step_or_404(run, step)
-    current = charts.thresholds_of(snapshot.get("params") or {}, _score_thresholds(snapshot["filter"]))
+    decisions = _step_decisions(run, step)
+    # The bounds the decisions were cut at: a bound computed when the step ran (informativeness's
+    # percentile of its fitted corpus) is read from the decisions' details, with a note saying so.
+    current, notes = charts.thresholds_used(snapshot.get("params") or {}, _score_thresholds(snapshot["filter"]),
+                                            decisions)
     proposed, errors = {}, {}
     for name, value in current.items():
         text = query.get(f"th_{name}")
@@ -54,8 +58,8 @@ def _histogram_context(run: FilterRun, step: int, query) -> dict:
             proposed[name], errors[name] = value, "Enter a number."
         else:
             proposed[name] = number
-    decisions = _step_decisions(run, step)
     histogram = charts.score_histogram(decisions, current, bins=HISTOGRAM_BINS)
+    histogram.notes = notes
     changed = proposed != current
     cutoffs = _cutoffs(run, step, snapshot, current)
     return {

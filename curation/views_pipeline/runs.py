@@ -11,7 +11,7 @@ from captionlab import roles
 from captionlab.roles import role_required
 
 from .. import charts
-from ..models import FilterRun, RunChunk
+from ..models import Collection, FilterRun, RunChunk
 from ..pipeline import executor
 from ..views import _render
 from .selectors import _param_items
@@ -26,8 +26,13 @@ def run_list(request):
     pipeline_id = request.GET.get("pipeline", "")
     if pipeline_id.isdigit():
         runs = runs.filter(pipeline_id=pipeline_id)
+    collection = None
+    collection_id = request.GET.get("collection", "")
+    if collection_id.isdigit():  # the collection page's "Runs" link
+        collection = Collection.objects.filter(pk=collection_id).first()
+        runs = runs.filter(collection_id=collection_id)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "runs/list.html", {"page": page})
+    return render(request, "runs/list.html", {"page": page, "collection": collection})
 
 
 def _duration(seconds) -> str:
@@ -49,10 +54,10 @@ def _progress_context(run: FilterRun) -> dict:
 
 
 def _results_context(run: FilterRun) -> dict:
-    rows = charts.funnel_rows(run.funnel or [])
+    rows = charts.funnel_rows(executor.with_warnings(run.funnel))
     links = [reverse("run-step", args=[run.pk, row["step"]]) for row in rows]
     return {
-        "run": run, "funnel": rows, "funnel_svg": charts.funnel_svg(rows, links) if rows else "",
+        "run": run, "funnel": rows, "warnings": [row for row in rows if row.get("warning")], "funnel_svg": charts.funnel_svg(rows, links) if rows else "",
         "failed_chunks": run.chunks.filter(status=RunChunk.Status.FAILED).order_by("index"),
         "versions": sorted((run.versions or {}).items()),
         "snapshot": [(position, step, _param_items(step.get("params"))) for position, step in enumerate(run.snapshot or [])],

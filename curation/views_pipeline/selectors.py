@@ -14,10 +14,11 @@ from django.http import Http404
 
 from ..models import FilterDecision, FilterRun, Review
 from .dressing import _dress
+from .text_search import MAX_QUERY_CHARS, decisions_also, decisions_matching, parse_also
 
 DECISIONS_PER_PAGE = 50
 TABS = (("keep", "Kept"), ("drop", "Dropped"), ("na", "Not applicable"))
-STEP_QUERY_KEYS = ("tab", "reason", "min_score", "max_score", "page")
+STEP_QUERY_KEYS = ("tab", "reason", "min_score", "max_score", "q", "also", "also_step", "also_outcome", "page")
 
 
 def _final():
@@ -52,13 +53,17 @@ def _float_or_none(text) -> float | None:
 
 @dataclass
 class StepFilters:
-    """What the decisions browser shows: a tab (final outcome), a reason, a score range."""
+    """What the decisions browser shows: a tab (final outcome), a reason, a score range, a caption search
+    (``q``) and outcomes at other steps (``also``: "5:keep,2:drop", or ``also_step`` and ``also_outcome``)."""
 
     tab: str = "drop"
     reason: str | None = None
     min_score: float | None = None
     max_score: float | None = None
     raw: dict = field(default_factory=dict)
+    q: str = ""
+    also: list = field(default_factory=list)  # [(step, outcome)], 0-based steps
+    errors: list = field(default_factory=list)
 
     @classmethod
     def parse(cls, query) -> "StepFilters":
@@ -66,9 +71,31 @@ class StepFilters:
         if tab not in dict(TABS):
             tab = "drop"
         reason = query.get("reason")
+        q = " ".join((query.get("q") or "").split())
+        errors = []
+        if len(q) > MAX_QUERY_CHARS:
+            errors.append(f"The search is limited to {MAX_QUERY_CHARS} characters; it was cut there.")
+            q = q[:MAX_QUERY_CHARS]
+        also, also_errors = parse_also(query.get("also") or "", (query.get("also_step"), query.get("also_outcome")))
         return cls(tab=tab, reason=reason if reason is not None and len(reason) <= 60 else None,
                    min_score=_float_or_none(query.get("min_score")), max_score=_float_or_none(query.get("max_score")),
-                   raw={k: query.get(k) for k in STEP_QUERY_KEYS if query.get(k) not in (None, "")})
+                   raw={k: query.get(k) for k in STEP_QUERY_KEYS if query.get(k) not in (None, "")},
+                   q=q, also=also, errors=errors + also_errors)
+
+    def narrow(self, run: FilterRun, step: int, decisions):
+        """The search and the other steps' outcomes applied (not the tab, reason or score range)."""
+        if self.also:
+            valid = [(other, outcome) for other, outcome in self.also if other < len(run.snapshot) and other != step]
+            for other, _ in self.also:
+                if (other, _) not in valid:
+                    message = (f"Step {other + 1} is this step." if other == step
+                               else f"This run has no step {other + 1}.")
+                    if message not in self.errors:
+                        self.errors.append(message)
+            decisions = decisions_also(decisions, run, step, valid)
+        if self.q:
+            decisions = decisions_matching(decisions, run, self.q)
+        return decisions
 
     def scores(self, decisions):
         if self.min_score is not None:
@@ -87,20 +114,25 @@ def _step_decisions(run: FilterRun, step: int):
     return FilterDecision.objects.filter(run=run, step=step)
 
 
-def _tab_counts(run: FilterRun, step: int) -> dict[str, int]:
-    counts = dict(_step_decisions(run, step).annotate(final=_final()).values("final")
+def _tab_counts(run: FilterRun, step: int, filters: StepFilters | None = None) -> dict[str, int]:
+    decisions = _step_decisions(run, step)
+    if filters is not None:
+        decisions = filters.narrow(run, step, decisions)
+    counts = dict(decisions.annotate(final=_final()).values("final")
                   .annotate(n=Count("pk")).values_list("final", "n"))
     return {value: counts.get(value, 0) for value, _ in TABS}
 
 
 def _reason_chips(run: FilterRun, step: int, filters: StepFilters) -> list[tuple[str, int]]:
-    rows = (filters.scores(_step_decisions(run, step)).annotate(final=_final()).filter(final=filters.tab)
+    rows = (filters.scores(filters.narrow(run, step, _step_decisions(run, step))).annotate(final=_final())
+            .filter(final=filters.tab)
             .values("reason").annotate(n=Count("pk")).order_by("-n", "reason"))
     return [(row["reason"], row["n"]) for row in rows]
 
 
 def _decisions_page(run: FilterRun, step: int, filters: StepFilters, page_number):
-    decisions = filters.scores(_step_decisions(run, step)).annotate(final=_final()).filter(final=filters.tab)
+    decisions = filters.narrow(run, step, _step_decisions(run, step))
+    decisions = filters.scores(decisions).annotate(final=_final()).filter(final=filters.tab)
     if filters.reason is not None:
         decisions = decisions.filter(reason=filters.reason)
     decisions = decisions.select_related("image", "caption").prefetch_related(

@@ -10,6 +10,7 @@ from captionlab.roles import role_required
 
 from ..clusters import is_cluster_step
 from ..models import FilterRun
+from ..pipeline import executor
 from ..views import _render
 from .editor import _filter_class
 from .histogram import _histogram_context
@@ -18,7 +19,7 @@ from .selectors import TABS, StepFilters, _decisions_page, _param_items, _reason
 
 def _tabs(run: FilterRun, step: int, filters: StepFilters) -> list[tuple]:
     """(value, label, count, query) per outcome tab; a tab keeps the score range, not the reason."""
-    counts = _tab_counts(run, step)
+    counts = _tab_counts(run, step, filters)
     return [(value, label, counts[value], filters.query(tab=value, reason=None, page=None)) for value, label in TABS]
 
 
@@ -34,7 +35,8 @@ def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) 
         "filters": filters, "tabs": _tabs(run, step, filters),
         "reasons": reasons, "all_reasons_query": filters.query(reason=None, page=None),
         "clear_range_query": filters.query(min_score=None, max_score=None, page=None),
-        "page": page, "steps": list(enumerate(run.snapshot)), "return_query": filters.query(),
+        "clear_search_query": filters.query(q=None, also=None, also_step=None, also_outcome=None, page=None),
+        "page": page, "steps": list(enumerate(run.snapshot)), "outcome_choices": TABS, "return_query": filters.query(),
         "prev_query": filters.query(page=page.previous_page_number()) if page.has_previous() else "",
         "next_query": filters.query(page=page.next_page_number()) if page.has_next() else "",
     }
@@ -50,4 +52,6 @@ def run_step(request, pk, step):
     context = _step_context(run, step, filters, request.GET.get("page"))
     if not (request.htmx and not request.htmx.boosted):
         context.update(_histogram_context(run, step, request.GET))
+        context["step_warning"] = next((row["warning"] for row in executor.with_warnings(run.funnel)
+                                        if row["step"] == step), "")
     return _render(request, "runs/step.html", "runs/_decisions.html", context)

@@ -343,11 +343,14 @@ def test_an_override_at_a_chunk_step_of_a_finished_run_lets_the_item_go_on_or_ta
     # The curator keeps the narrow image: its caption goes through the chunk steps after that one.
     with django_capture_on_commit_callbacks(execute=True):
         decision_override(decision=narrow_decision, outcome="keep", user=alice)
-    assert sorted(after_narrow.values_list("step", "filter_name", "outcome")) == [
-        (1, "test_strip_stock", "keep"), (2, "test_no_bad_words", "keep")]  # run-level steps do not run again
+    # Run-level steps do not run again: the caption is kept there unjudged, as a release of the run keeps it,
+    # so that the funnel's last row counts it too.
+    assert sorted(after_narrow.values_list("step", "filter_name", "outcome", "reason")) == [
+        (1, "test_strip_stock", "keep", "unchanged"), (2, "test_no_bad_words", "keep", ""),
+        (3, "test_one_per_image", "keep", "not_judged")]
     run.refresh_from_db()
     assert run.funnel == executor.compute_funnel(run)
-    assert [row["entered"] for row in run.funnel] == [3, 5, 5, 3]
+    assert [row["entered"] for row in run.funnel] == [3, 5, 5, 4]
 
     # The curator drops a caption a later step had kept: what followed it goes, and the funnel follows.
     dog = FilterDecision.objects.get(run=run, step=1, caption__text="a dog")
@@ -356,7 +359,7 @@ def test_an_override_at_a_chunk_step_of_a_finished_run_lets_the_item_go_on_or_ta
         decision_override(decision=dog, outcome="drop", note="not the dog in the photo", user=alice)
     assert not FilterDecision.objects.filter(run=run, step__gt=1, caption=dog.caption).exists()
     run.refresh_from_db()
-    assert [row["entered"] for row in run.funnel] == [3, 5, 4, 2]
+    assert [row["entered"] for row in run.funnel] == [3, 5, 4, 3]
 
     # And the narrow image dropped again: its caption's decisions go too.
     with django_capture_on_commit_callbacks(execute=True):

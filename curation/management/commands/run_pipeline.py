@@ -40,7 +40,8 @@ class Command(BaseCommand):
             run.refresh_from_db()
             p = executor.progress(run)
             eta = f"ETA {p['eta_seconds']}s" if p["eta_seconds"] is not None else "ETA -"
-            line = (f"{run.get_status_display():<26} {p['percent']:3d}%  chunks {p['chunks_done']}/{p['chunks_total']}"
+            percent = " run-level" if p["run_level"] else f"{p['percent']:3d}%"  # not 99% while they run
+            line = (f"{run.get_status_display():<26} {percent}  chunks {p['chunks_done']}/{p['chunks_total']}"
                     f" (failed {p['chunks_failed']})  items {p['items_done']}/{p['items_total']}"
                     f"  {p['items_per_second']:.0f} items/s  {eta}")
             if line != last:
@@ -52,8 +53,13 @@ class Command(BaseCommand):
         if tty:
             self.stdout.write("")
         self.stdout.write(f"{'step':<4} {'filter':<24} {'entered':>8} {'kept':>8} {'dropped':>8} {'n/a':>6}")
-        for row in run.funnel:
+        funnel = executor.with_warnings(run.funnel)
+        for row in funnel:
+            flag = "  !" if row["warning"] else ""
             self.stdout.write(f"{row['step'] + 1:<4} {row['filter']:<24} {row['entered']:>8} {row['kept']:>8} "
-                              f"{row['dropped']:>8} {row['not_applicable']:>6}")
+                              f"{row['dropped']:>8} {row['not_applicable']:>6}{flag}")
+        for row in funnel:
+            if row["warning"]:
+                self.stdout.write(self.style.WARNING(f"Warning: step {row['step'] + 1} ({row['filter']}) {row['warning']}"))
         if run.status == FilterRun.Status.FAILED or run.error:
             self.stdout.write(self.style.WARNING(run.error))

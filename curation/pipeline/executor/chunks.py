@@ -1,0 +1,201 @@
+"""Executing one chunk: its chunk-level steps in order over its images and captions, decisions streamed
+into the database as they are made (the steps themselves: steps.py)."""
+from __future__ import annotations
+
+from django.db import connection, transaction
+
+from ...models import Caption, FilterDecision, FilterRun
+from .. import nlp, shared
+from ..base import Filter, Item
+from .decisions import _DecisionWriter, _save_transformed
+from .items import load_items
+from .planning import instantiate
+from .steps import _run_steps, _shares_decisions
+
+
+# --- Chunks ---------------------------------------------------------------------------------------
+#
+# A chunk's steps run in segments. A segment of steps that all declare ``per_item`` (each item's
+# decision depends on that item alone, and ``apply`` uses no database) runs on sub-batches of about
+# SUB_BATCH_CAPTIONS captions, and the decisions of each sub-batch are sent into an open COPY on the
+# chunk's own transaction as soon as they are made: PostgreSQL inserts them (and updates the indexes)
+# on its own core while this process computes the next sub-batch. Other steps run over the whole
+# chunk, as one batch. Texts are parsed only when a step needs a decision about them that is not known
+# yet. Decision rows are built as COPY text lines: for steps decided by the text alone, the lines
+# (outcome, score, reason, details JSON, ...) are built once per distinct text and kept per worker
+# process, so a duplicate caption costs one string join.
+
+SUB_BATCH_CAPTIONS = 256
+
+
+class _ChunkState:
+    """What the steps of one chunk accumulate: decision lines, transforms, seeds, parses."""
+
+    def __init__(self, run: FilterRun, filters: list[Filter]):
+        self.run = run
+        self.filters = filters
+        self.lines: list[str] = []
+        self.transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
+        self.seeds: dict[int, list] = {}
+        self.parsed_needs: frozenset[str] = frozenset()
+        self.docs: dict[str, object] = {}  # text -> its parse with ``parsed_needs``
+        snapshot = run.snapshot
+        # The spaCy needs of the caption steps from each position on (parse once with all of them).
+        self.remaining_needs = [frozenset().union(*(
+            f.needs for s, f in zip(snapshot[position:], filters[position:])
+            if s["target"] != "image" and not s["run_level"])) for position in range(len(snapshot))]
+        self.prefixes: dict[int, str] = {}  # id(item) -> "run\timage\tcaption\t"
+        # Decisions written, for the funnel: {(step, outcome): n}, and, for captions decided by a group's
+        # cached entry, {id(outcomes): [outcomes, captions]} (one count per caption, not per decision).
+        self.counts: dict[tuple[int, str], int] = {}
+        self.pattern_uses: dict[int, list] = {}
+        self.share: shared.RunShare | None = None  # the run's decisions shared between workers, when on
+        # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
+        # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
+        self.overrides: dict[int, dict[tuple, str]] | None = None
+
+    def count(self, position: int, outcome: str) -> None:
+        key = (position, outcome)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def step_counts(self) -> dict[str, dict[str, int]]:
+        """{step: {outcome: decisions}} of what this chunk wrote (JSON-able)."""
+        totals = dict(self.counts)
+        for outcomes, uses in self.pattern_uses.values():
+            for key in outcomes:
+                totals[key] = totals.get(key, 0) + uses
+        out: dict[str, dict[str, int]] = {}
+        for (position, outcome), n in totals.items():
+            out.setdefault(str(position), {})[outcome] = n
+        return out
+
+    def prefix(self, item: Item) -> str:
+        found = self.prefixes.get(id(item))
+        if found is None:
+            caption = "\\N" if item.caption_id is None else item.caption_id
+            found = self.prefixes[id(item)] = f"{self.run.pk}\t{item.image_id}\t{caption}\t"
+        return found
+
+    def ensure_docs(self, items: list[Item], flt: Filter, position: int) -> None:
+        """Give each item the parse of its current text with (at least) the filter's components."""
+        if not flt.needs:
+            return
+        if not flt.needs <= self.parsed_needs:
+            self.parsed_needs = self.parsed_needs | self.remaining_needs[position] | flt.needs
+            self.docs = {}
+        docs = self.docs
+        missing = [it.text for it in items if it.text not in docs]
+        if missing:
+            docs.update(nlp.parse_unique(missing, self.parsed_needs))
+        for it in items:
+            it.doc = docs[it.text]
+
+
+def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False,
+                  counts: dict | None = None, overrides: dict | None = None) -> int:
+    """Run the chunk-level steps over some images and their captions; returns the items processed.
+    ``first_attempt``: the caller knows that no attempt at these images has committed before (a chunk's
+    decisions commit together with its being done, and a done chunk is never claimed again), so the
+    decisions go straight into the table without asking the database whether some are there already
+    (with the image ids from every earlier run of the collection in the index, that lookup costs more
+    than the chunk's own queries). ``counts``, when given, receives {step: {outcome: decisions}} of the
+    decisions made (the funnel of the chunk). ``overrides`` ({step: {(image, caption or None): outcome}}):
+    what curators decided, which the steps honour (an item a curator kept goes on to the next step)."""
+    filters = instantiate(run)
+    hashes: list[str] = []
+    images, captions = load_items(image_ids, hashes)
+    state = _ChunkState(run, filters)
+    state.overrides = overrides or None
+    if _shares_decisions(run.snapshot, filters):
+        state.share, repeats = shared.RunShare.open(run, hashes)
+        if state.share is not None:
+            for item, repeated in zip(captions, repeats):
+                item.shared = repeated
+    steps = [(position, step, flt) for position, (step, flt) in enumerate(zip(run.snapshot, filters))
+             if not step["run_level"]]
+    segments: list[tuple[bool, list]] = []  # (per item, steps), consecutive
+    for entry in steps:
+        per_item = bool(entry[2].per_item)
+        if segments and segments[-1][0] == per_item:
+            segments[-1][1].append(entry)
+        else:
+            segments.append((per_item, [entry]))
+    # Straight into the table when this run has no decision for these images yet (the first
+    # attempt of a chunk); otherwise (a re-delivered chunk) through ON CONFLICT DO NOTHING.
+    direct = connection.vendor == "postgresql" and (first_attempt or not _has_decisions(run, image_ids))
+    alive_images = dict(images)
+    alive_captions = list(captions)
+    with transaction.atomic(), _DecisionWriter(direct) as writer:
+        for per_item, segment in segments:
+            if per_item and writer.direct and len(alive_captions) > SUB_BATCH_CAPTIONS:
+                next_images: dict[int, Item] = {}
+                next_captions: list[Item] = []
+                for batch_images, batch_captions in _sub_batches(alive_images, alive_captions):
+                    batch_images, batch_captions = _run_steps(state, segment, batch_images, batch_captions)
+                    next_images.update(batch_images)
+                    next_captions.extend(batch_captions)
+                    writer.stream(state.lines)  # PostgreSQL inserts these while the next batch is computed
+                    state.lines = []
+                alive_images, alive_captions = next_images, next_captions
+            else:
+                writer.pause()  # the steps below may use the database connection
+                alive_images, alive_captions = _run_steps(state, segment, alive_images, alive_captions)
+        writer.finish(state.lines)
+        for it in captions:
+            it.doc = None
+        _save_transformed(run, {it.caption_id: it for it in alive_captions}, state.transforms, captions)
+        if state.seeds:  # CaptionSeed rows and the seed captions (origin "seed") of the kept descriptions
+            from ..seed_captions import save_chunk_seeds
+
+            save_chunk_seeds(run, state.seeds)
+    if counts is not None:
+        counts.update(state.step_counts())
+    return len(images) + len(captions)
+
+
+def _has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
+    """Whether the run has a decision about any of these images: one of their own (the partial index on
+    image-level rows) or one of their captions' (through the captions, by the caption_id index: the
+    decisions have no index on image_id over every row). The ids go as one array parameter: an IN list
+    of thousands of placeholders costs more to build than the lookup."""
+    decisions, captions = FilterDecision._meta.db_table, Caption._meta.db_table
+    ids = list(image_ids)
+    if connection.vendor != "postgresql":  # SQLite, the embedded default: the same question through the ORM
+        from ...models import decisions_of_images
+
+        return FilterDecision.objects.filter(decisions_of_images(ids), run=run).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {decisions} WHERE run_id = %s AND caption_id IS NULL "
+            "AND image_id = ANY(%s::bigint[])) "
+            f"OR EXISTS (SELECT 1 FROM {captions} c JOIN {decisions} d ON d.caption_id = c.id "
+            "WHERE c.image_id = ANY(%s::bigint[]) AND d.run_id = %s)", [run.pk, ids, ids, run.pk])
+        return cursor.fetchone()[0]
+
+
+def _sub_batches(images: dict[int, Item], captions: list[Item]):
+    """(images, captions) in batches of about SUB_BATCH_CAPTIONS captions, an image with all its captions.
+    The last batch is a small one: its decisions are the ones the chunk waits for at the end."""
+    by_image: dict[int, list[Item]] = {}
+    for it in captions:
+        by_image.setdefault(it.image_id, []).append(it)
+    order = sorted(set(images) | set(by_image))
+    remaining = len(captions)
+    batch_images: dict[int, Item] = {}
+    batch_captions: list[Item] = []
+    for image_id in order:
+        if image_id in images:
+            batch_images[image_id] = images[image_id]
+        found = by_image.get(image_id, ())
+        batch_captions.extend(found)
+        remaining -= len(found)
+        size = len(batch_captions)
+        if size >= SUB_BATCH_CAPTIONS or (remaining <= SUB_BATCH_CAPTIONS // 4 < size and remaining):
+            yield batch_images, sorted(batch_captions, key=_caption_order)
+            batch_images, batch_captions = {}, []
+    if batch_images or batch_captions:
+        yield batch_images, sorted(batch_captions, key=_caption_order)
+
+
+def _caption_order(item: Item) -> int:
+    return item.caption_id

@@ -1,0 +1,115 @@
+"""Run-level steps in bounded memory: a lab runs the same pipeline on a collection ten times larger, and the
+finalising worker's peak Python memory stays about the same (the survivors are streamed from the database in
+batches, the drops retracted by subquery, no list of every id of the run held)."""
+import gc
+import hashlib
+import tracemalloc
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from curation.pipeline import executor
+from curation.services import run_create
+
+pytestmark = pytest.mark.django_db
+
+# Run-level steps the executor decides batch by batch: exact duplicates (rows that share a sha256 together)
+# and images left without comments (row by row), as the AVA and Conceptual Captions presets use them.
+STEPS = [{"filter": "exact_duplicate"}, {"filter": "images_without_comments"}]
+
+
+def _sha(prefix: str, i: int) -> str:
+    return hashlib.sha256(f"{prefix}-{i}".encode()).hexdigest()
+
+
+def _collection(name: str, images: int) -> Collection:
+    """``images`` images with four comments each, every tenth with none, every fiftieth a copy of a file
+    that an earlier collection already holds. The comments are made in one INSERT ... SELECT."""
+    collection = Collection.objects.create(name=name)
+    Image.objects.bulk_create([Image(collection=collection, external_id=f"{name}-{i}", width=640, height=480,
+                                     format="JPEG", sha256=_sha("shared", i) if i % 50 == 0 else _sha(name, i),
+                                     status="ready") for i in range(images)], batch_size=5000)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Caption._meta.db_table} (image_id, text, text_hash, language, origin, source, external_id, "
+            "metadata, created_at) "
+            "SELECT i.id, 'A gull over the harbour wall at low tide, frame ' || i.id || '.' || k, "
+            "md5(i.id || '.' || k), 'en', 'alt_text', '', '', '{}'::jsonb, now() "
+            f"FROM {Image._meta.db_table} i CROSS JOIN generate_series(1, 4) AS k "
+            "WHERE i.collection_id = %s AND split_part(i.external_id, '-', 2)::int %% 10 <> 3",
+            [collection.pk])
+    return collection
+
+
+def _chunks_done(collection: Collection, monkeypatch) -> FilterRun:
+    """A run of STEPS over the collection with every chunk done and the run not finished yet."""
+    pipeline = Pipeline.objects.create(name=f"dedupe {collection.name}", steps=STEPS)
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    monkeypatch.setattr(executor, "finish", lambda run_id: None)  # the chunks run; finishing is measured
+    executor.start(run.pk, enqueue=lambda *a: None)
+    for index in RunChunk.objects.filter(run=run).values_list("index", flat=True):
+        executor.run_chunk(run.pk, index)
+    monkeypatch.undo()
+    return run
+
+
+def _finish_peak(run: FilterRun) -> int:
+    """Peak traced memory of finishing the run, as in a worker process of its own: what the test session
+    has built up (every earlier test's objects) is frozen out of the garbage collector's accounting, which
+    otherwise postpones full collections until that heap grows by a quarter, and counts uncollected cycles
+    of a long session as the run's."""
+    gc.collect()
+    gc.freeze()
+    # Nor does it log statements (DEBUG, or a debug cursor an earlier test left on): a worker does not.
+    debug_cursor, connection.force_debug_cursor = connection.force_debug_cursor, False
+    connection.queries_log.clear()
+    tracemalloc.start()
+    try:
+        with override_settings(DEBUG=False):
+            executor.finish(run.pk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        gc.unfreeze()
+        connection.force_debug_cursor = debug_cursor
+    run.refresh_from_db()
+    return peak
+
+
+def test_the_finalising_workers_peak_memory_does_not_grow_with_the_run(monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("the scale test streams through PostgreSQL's server-side cursors; run it on PostgreSQL")
+    earlier = Collection.objects.create(name="harbour archive")
+    Image.objects.bulk_create([Image(collection=earlier, external_id=f"old-{i}", sha256=_sha("shared", i),
+                                     status="ready") for i in range(0, 28_000, 50)], batch_size=5000)
+    small = _chunks_done(_collection("harbour 2019", 2_800), monkeypatch)
+    large = _chunks_done(_collection("harbour 2020", 28_000), monkeypatch)
+    # Batches of 1,000 rows: both runs fill them (the small one has 2,800 images), so what is measured is what
+    # grows with the run beyond a batch. Finishing is idempotent: the small run is finished once first, so that
+    # neither measurement pays for first imports and caches.
+    monkeypatch.setattr(executor, "RUN_LEVEL_BATCH", 1000)
+    executor.finish(small.pk)
+    small_peak, large_peak = _finish_peak(small), _finish_peak(large)
+    # About 10,000 and 100,000 comments.
+    assert Caption.objects.filter(image__collection=small.collection).count() == 2_800 * 9 // 10 * 4
+    assert Caption.objects.filter(image__collection=large.collection).count() == 28_000 * 9 // 10 * 4
+
+    for run, images in ((small, 2_800), (large, 28_000)):
+        assert run.status == FilterRun.Status.DONE, run.error
+        funnel = {row["filter"]: row for row in run.funnel}
+        # Every image entered the duplicate step; each fiftieth is a copy of an older file, and dropped.
+        assert funnel["exact_duplicate"]["entered"] == images
+        assert funnel["exact_duplicate"]["dropped"] == images // 50
+        dropped = FilterDecision.objects.filter(run=run, step=0, outcome="drop")
+        assert all(d.details["of"] < d.image_id for d in dropped[:20])
+        # The survivors of the duplicate step enter the next; those without comments (every tenth, i % 10 == 3,
+        # none of them a copy: 3 is not a multiple of 50's residues) are dropped.
+        assert funnel["images_without_comments"]["entered"] == images - images // 50
+        assert funnel["images_without_comments"]["dropped"] == images // 10
+        assert run.funnel == executor.compute_funnel(run)
+
+    # Ten times the comments, about the same peak (the old single list of rows grew tenfold).
+    print(f"finalising peak: {small_peak / 1e6:.1f} MB at 10,080 comments, {large_peak / 1e6:.1f} MB at 100,800")
+    assert large_peak <= 1.3 * small_peak, (small_peak, large_peak)
