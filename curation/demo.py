@@ -25,6 +25,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.files import File
@@ -461,5 +462,22 @@ def load(*, wait: bool = True, timeout: float = 600.0, reimport: bool = False, o
     # In eager mode the import has already run, unless the caller holds a transaction open (the
     # task then runs on commit): waiting would never end, so only wait for real workers.
     if wait and not result.job.finished and not eager():
+        if not workers_consuming("default"):
+            raise RuntimeError(
+                f"Import #{result.job.pk} is queued, but no Celery worker consumes the 'default' queue on "
+                f"{settings.CELERY_BROKER_URL}: start one (`make worker`, with the same DATABASE_URL and REDIS_URL) "
+                "and it will run the import; or pass --no-wait to queue it and return at once.")
         result.job = wait_for(result.job, timeout=timeout, out=out)
     return result
+
+
+def workers_consuming(queue: str, timeout: float = 2.0) -> list[str]:
+    """Names of the running Celery workers that consume ``queue`` (asked over the broker; [] when none
+    answers within ``timeout`` seconds)."""
+    from captionlab.celery import app
+
+    try:
+        replies = app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception:  # noqa: BLE001 - a broker that cannot be reached: nobody consumes anything
+        return []
+    return sorted(name for name, queues in replies.items() if any(q.get("name") == queue for q in queues or []))

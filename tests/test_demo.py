@@ -152,3 +152,35 @@ def test_manage_py_demo_on_the_embedded_default_end_to_end(tmp_path, present):
     second = manage("demo", "--base-url", "http://127.0.0.1:8123")
     assert "already complete" in second and "http://127.0.0.1:8123/accounts/login/" in second
     assert (tmp_path / "var" / "db.sqlite3").exists() and (tmp_path / "var" / "media" / "images").is_dir()
+
+
+def test_without_a_running_worker_the_demo_says_so_at_once(db, django_capture_on_commit_callbacks, present):
+    """REDIS_URL set and no worker: a clear message within seconds, not a 600 s wait; --no-wait queues."""
+    import os
+    import time
+
+    from captionlab.celery import app
+
+    from .conftest import REQUIRE_SERVICES
+
+    if not os.environ.get("REDIS_URL"):
+        if REQUIRE_SERVICES:
+            pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs a broker (REDIS_URL): without one the demo runs the import in this process")
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    try:
+        with django_capture_on_commit_callbacks(execute=False):  # nothing reaches the broker
+            started = time.monotonic()
+            with pytest.raises(RuntimeError, match="no Celery worker consumes the 'default' queue.*--no-wait"):
+                demo.load(wait=True, timeout=600)
+            assert time.monotonic() - started < 20
+            result = demo.load(wait=False)  # --no-wait: queued, no question asked
+    finally:
+        app.conf.task_always_eager = saved
+    assert result.job.status == ImportJob.Status.QUEUED
+
+
+def test_a_worker_on_the_default_queue_is_found(redis_worker):
+    assert demo.workers_consuming("default")
+    assert not demo.workers_consuming("no-such-queue")
