@@ -24,9 +24,17 @@ def _job(kind: str, pk: int):
     return obj
 
 
+def stranded(health) -> bool:
+    """Queued and never started without a broker (the embedded default): a web process that
+    restarted lost its in-memory queue, and nothing will ever take the job."""
+    from django.conf import settings
+
+    return health.state == "waiting" and bool(settings.CELERY_TASK_ALWAYS_EAGER)
+
+
 def retry_if_lost(kind: str, obj) -> tuple[bool, str]:
     health = heartbeat.job_health(kind, obj)
-    if not health.lost:
+    if not health.lost and not stranded(health):
         state = {"alive": "its worker is alive", "waiting": "it is waiting for a worker",
                  "": "it has finished"}[health.state]
         return False, f"Nothing to retry: {state}."

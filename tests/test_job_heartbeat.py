@@ -80,3 +80,25 @@ def test_the_cli_lists_jobs_and_refuses_to_retry_a_live_one(job):
         call_command("jobs", "retry", "import", str(job.pk))
     with pytest.raises(CommandError, match="needs a kind and an id"):
         call_command("jobs", "retry")
+
+
+def test_without_a_broker_a_job_never_started_can_be_started_again(job, alice_client, settings, eager_celery):
+    """The embedded default: a web process that restarted lost its in-memory queue."""
+    from unittest import mock
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    job.status = "queued"
+    job.save(update_fields=["status"])
+    page = alice_client.get(reverse("import-detail", args=[job.pk])).content.decode()
+    assert 'data-job-health="waiting"' in page and "Start it again" in page
+    with mock.patch("curation.tasks.run_import.delay") as delay:
+        response = alice_client.post(reverse("job-retry", args=["import", job.pk]))
+    assert response.status_code == 302 and delay.call_args.args == (job.pk,)
+
+
+def test_with_a_broker_a_queued_job_is_left_to_the_workers(job, settings):
+    from captionlab.jobs import retry_if_lost
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    job.status = "queued"
+    assert retry_if_lost("import", job) == (False, "Nothing to retry: it is waiting for a worker.")

@@ -3,6 +3,7 @@ worker" note, on the page of a long job (captionlab/heartbeat.py). Nothing while
 from django import template
 
 from captionlab import heartbeat
+from captionlab.jobs import stranded as _stranded
 from captionlab.roles import CURATOR, has_role
 
 register = template.Library()
@@ -17,4 +18,5 @@ def job_health(context, kind: str, obj):
         "lost_after_minutes": round(heartbeat.lost_after() / 60, 1),
         "can_retry": bool(request and has_role(request.user, CURATOR)),
         "minutes": round((health.seconds_since_beat or 0) / 60, 1),
+        "stranded": _stranded(health),
     }
