@@ -1,26 +1,47 @@
-"""Filter pipeline benchmark: database rows in, decisions out, against raw spaCy ``nlp.pipe``.
+r"""Filter pipeline benchmark: the pipeline's chunks against raw spaCy ``nlp.pipe``, and the run-level steps at scale.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python benchmarks/filters.py
+How to run (PostgreSQL and, optionally, Redis on this machine; every scenario works in scratch databases of its own,
+created and dropped by this script, see benchmarks/scratch_db.py):
 
-Scenarios (each in fresh child processes; spaCy is loaded before timing starts in both):
-  cc-distinct   the conceptual-captions TEXT steps over N distinct alt-text captions
-  cc-dup30      the same with 30% exact duplicate texts (normal in web alt-text)
-  cc-2workers   cc-distinct with two worker processes, each taking the next pending chunk when it is free
-                (their clocks start together, once both have loaded spaCy)
-  cc-preset-dup30  the preset's whole text path (text filters, label overlap, hypernymization, rare entity
-                types) over the cc-dup30 captions
-  ava           comment cleaning + informativeness (pre-fitted statistics) over M comments
-  ava-2workers  the same with two worker processes (with REDIS_URL or --redis-url, as in production, they share
-                the decisions of comments that repeat in the collection: curation/pipeline/shared.py)
-The baseline of each is raw ``nlp.pipe`` over the same texts with the same spaCy components, timed
-in a child process of its own, before and after each round of pipeline runs (``--repeat`` rounds):
-each pipeline rate is compared with the mean of the two baseline rates around it. Two baselines:
-  spaCy     the components as spaCy ships them (``spacy.load``); the targets are ratios to this one
-  compiled  the same with the attribute ruler's compiled matcher, which the platform's workers use
-            (curation/pipeline/ruler.py: the same annotations, found faster); the ratio to it is
-            everything the pipeline does besides parsing, set against the parse it actually runs
-Prints every measurement, then the medians: rates, paired ratios, two-worker scaling, and each
-process's peak RSS (VmHWM).
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/filters.py \
+        --captions 5000 --run-level-sizes 100000 1000000
+
+    --only parse        only the parsing comparison (cc-distinct, cc-dup30; add --extra for the others)
+    --only run-level    only the run-level scenario
+    --profile DIR       a cProfile of each cc pipeline run, in DIR
+    --db-name NAME      the prefix of the scratch databases (NAME_parse, NAME_runlevel_<size>; default: with
+                        this process's id); --keep-db keeps them
+
+1. Parsing comparison (``--captions`` N, ``--repeat`` rounds). The baseline is raw ``nlp.pipe`` with the very
+   model the filter workers use: ``curation.pipeline.nlp.load`` with the union of the steps' spaCy needs, which
+   installs the compiled attribute ruler (curation/pipeline/ruler.py) when SPACY_COMPILED_RULER is on, as in
+   the workers. Each measurement runs in a fresh child process, spaCy loaded and warmed before the clock starts;
+   the order is raw, pipeline, raw, ... and each pipeline figure is paired with the mean of the raw runs around
+   it (a shared machine drifts by 15-25% over minutes).
+     cc-distinct  the conceptual-captions preset's text steps over N distinct alt-text captions; baseline: raw
+                  parsing of the same N texts
+     cc-dup30     the same steps over N captions of which 30% repeat an earlier text; baseline: raw parsing of
+                  the collection's distinct texts only (0.7 N), i.e. the pipeline must handle its repeats for
+                  almost nothing
+     with --extra: cc-preset-dup30 (the preset's whole text path: + label overlap, hypernymization, rare
+                  entity types) and ava (comment cleaning + informativeness with pre-fitted statistics)
+   The measure is CPU time (resource.getrusage of the child process: user + system), which a busy shared
+   machine distorts far less than wall time: CPU-seconds per 1,000 captions of the collection, the worker's
+   PostgreSQL backend separately (read from /proc), and the ratio baseline CPU / pipeline CPU (>= 0.9 is
+   the target: the pipeline's throughput per CPU-second at least 0.9 of raw parsing's). The wall-time
+   ratio is printed too, for reference.
+
+2. Run-level scenario (``--run-level-sizes``, ``--lda-topics``; see benchmarks/filters_run_level.py): a collection
+   of S captions (four per image, 4% of the images exact copies of files in an older collection) bulk-inserted
+   with INSERT ... SELECT, a run of image_format, exact_duplicate, hypernymize, rare_entity_types and lda_topics
+   whose chunks are marked done with the chunk steps' decisions (image_format's keeps, hypernymize's entity
+   types) written in SQL, then the run finalised (the run-level steps: duplicates, rare entity types, LDA; and
+   the funnel) in a child process. Printed per size: that process's peak RSS (VmHWM) and CPU time, its
+   PostgreSQL backend's CPU, the parent's getrusage(RUSAGE_CHILDREN).ru_maxrss (the largest of all its
+   children so far), and the ratio of the largest size's peak to the
+   smallest's (target <= 1.2 between 100k and 1M captions). The informativeness fit is not part of it: it runs
+   when a run starts, not in finalise, parsing every caption chunk by chunk (about 0.5 CPU s per 1,000
+   captions for the parse alone), and what it keeps is its n-gram counts, not the run's rows.
 """
 from __future__ import annotations
 
@@ -28,6 +49,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,15 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scratch_db import (add_scratch_arguments, claim_redis_db, postgres_base_url,  # noqa: E402
                         release_redis_db, scratch_database)
 
-CC_TEXT_STEPS = [
-    "boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
-    "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity",
-]
 AVA_STEPS = ["comment_clean", "informativeness"]
-# The conceptual-captions preset's whole text path: the text filters, image & text label overlap (the
-# benchmark's images carry no labels: "not applicable"), hypernymization (a child caption per rewritten
-# alt-text) and the run-level rare-entity-type filter. Its spaCy components are the parser's and NER's too.
-CC_PRESET_TEXT_STEPS = CC_TEXT_STEPS + ["label_overlap", "hypernymize", "rare_entity_types"]
+TARGET = 0.9  # baseline CPU / pipeline CPU
 
 PEOPLE = ["Harrison Ford", "Meryl Streep", "Justin Timberlake", "a young woman", "an old man", "the mayor",
           "Tom Hanks", "a street musician", "two children", "a police officer", "Serena Williams", "a farmer"]
@@ -67,6 +82,21 @@ COMMENT_BITS = ["great shot", "nice colors", "love the light", "the composition 
                 "the blue door contrasts with the white wall", "wonderful mood", "maybe crop the left side",
                 "the reflection in the puddle is clever", "nice texture on the old wood", "congrats on the ribbon",
                 "the sky is a bit blown out", "lovely soft bokeh behind the flower", "well done"]
+
+
+def cc_text_steps() -> list[str]:
+    """The conceptual-captions preset's text filters (boilerplate_drop ... profanity), as the preset lists them."""
+    _setup_django()
+    from curation.pipeline.presets import PRESETS
+
+    names = [s["filter"] for s in PRESETS["conceptual-captions"]["steps"]]
+    return names[names.index("boilerplate_drop"):names.index("profanity") + 1]
+
+
+def cc_preset_text_steps() -> list[str]:
+    """The preset's whole text path: the text filters, label overlap (the benchmark's images carry no labels:
+    "not applicable"), hypernymization and the run-level rare-entity-type filter."""
+    return cc_text_steps() + ["label_overlap", "hypernymize", "rare_entity_types"]
 
 
 def make_captions(n: int, dup_rate: float, seed: int = 11) -> list[str]:
@@ -109,81 +139,15 @@ def _setup_django():
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _cpu() -> float:
+    """This process's CPU seconds so far (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _peak_mib() -> float:
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 
-
-def child_raw(args):
-    _setup_django()
-    from curation.pipeline import nlp, registry
-
-    texts = json.loads(Path(args.texts).read_text())
-    needs = frozenset().union(*(registry.get(name).needs for name in args.steps.split(",")))
-    model = nlp.load(needs)  # the compiled ruler or spaCy's matcher, as SPACY_COMPILED_RULER says
-    list(model.pipe(texts[:200]))  # warm up
-    start = time.perf_counter()
-    for _ in model.pipe(texts, batch_size=256):
-        pass
-    elapsed = time.perf_counter() - start
-    compiled = "match" in vars(model.get_pipe("attribute_ruler")) if "attribute_ruler" in model.pipe_names else False
-    print(json.dumps({"seconds": elapsed, "items": len(texts), "components": model.pipe_names, "compiled": compiled,
-                      "peak_mib": _peak_mib()}))
-
-
-def child_pipeline(args):
-    _setup_django()
-    from curation.models import FilterRun, RunChunk
-    from curation.pipeline import executor, nlp, registry
-
-    run = FilterRun.objects.get(pk=args.run)
-    needs = frozenset().union(*(registry.get(step["filter"]).needs for step in run.snapshot))
-    model = nlp.load(needs)
-    list(model.pipe(json.loads(Path(args.texts).read_text())[:200]))  # the same warm-up as the baseline's
-    for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
-        if hasattr(flt, "warm"):
-            flt.warm()
-    from django.db import connection
-
-    def next_chunk():
-        """The next pending chunk, as a Celery worker with prefetch 1 and late acks takes the next task when it
-        is free (settings: CELERY_WORKER_PREFETCH_MULTIPLIER = 1): a faster worker takes more chunks."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {RunChunk._meta.db_table} SET status = %s WHERE id = (SELECT id FROM {RunChunk._meta.db_table} "
-                "WHERE run_id = %s AND status = %s ORDER BY index LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING index",
-                [RunChunk.Status.RUNNING, run.pk, RunChunk.Status.PENDING])
-            row = cursor.fetchone()
-        return None if row is None else row[0]
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        backend = cursor.fetchone()[0]
-    _barrier(Path(args.ready), args.worker, args.workers)
-    done = 0
-    began, cpu, backend_cpu = time.time(), time.process_time(), _process_cpu(backend)
-    start = time.perf_counter()
-    while (index := next_chunk()) is not None:
-        executor.run_chunk(run.pk, index)
-        done += 1
-    elapsed = time.perf_counter() - start
-    from curation.pipeline import shared
-
-    print(json.dumps({"seconds": elapsed, "chunks": done, "peak_mib": _peak_mib(), "shared": shared.STATS,
-                      "cpu": time.process_time() - cpu, "backend_cpu": _process_cpu(backend) - backend_cpu,
-                      "backend": backend, "began": began, "ended": time.time()}))
-
-
-def _barrier(folder: Path, worker: int, workers: int) -> None:
-    """Wait until every worker of the run has loaded spaCy and warmed its filters: the clocks start
-    together, as for Celery workers already running when a run is queued. (Loading takes 2-4 s and
-    differs between processes; a worker that starts early takes more chunks, and the run's wall time
-    would measure the stagger.)"""
-    (folder / f"ready-{worker}").touch()
-    while len(list(folder.glob("ready-*"))) < workers:
-        time.sleep(0.005)
-
-
-# --- The parent -------------------------------------------------------------------------------------
 
 def _process_cpu(pid: int) -> float:
     """CPU seconds of a process of this machine (a worker's database backend, with PostgreSQL on
@@ -196,65 +160,64 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def _postgres_pids() -> list[int]:
-    """This machine's PostgreSQL processes now (from /proc)."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/comm") as f:
-                    if f.read().strip() == "postgres":
-                        pids.append(int(pid))
-            except OSError:
-                continue
-    return pids
+def child_raw(args):
+    """Raw nlp.pipe over the texts, with the model the workers load for these steps."""
+    _setup_django()
+    from curation.pipeline import nlp, registry
+
+    texts = json.loads(Path(args.texts).read_text())
+    needs = frozenset().union(*(registry.get(name).needs for name in args.steps.split(",")))
+    model = nlp.load(needs)  # exactly as the workers load it: the compiled ruler when SPACY_COMPILED_RULER is on
+    list(model.pipe(texts[:200]))  # warm up
+    cpu, start = _cpu(), time.perf_counter()
+    for _ in model.pipe(texts, batch_size=256):
+        pass
+    elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
+    compiled = "match" in vars(model.get_pipe("attribute_ruler")) if "attribute_ruler" in model.pipe_names else False
+    print(json.dumps({"seconds": elapsed, "cpu": cpu, "items": len(texts), "components": model.pipe_names,
+                      "compiled": compiled, "peak_mib": _peak_mib()}))
 
 
-def _idle_cpu() -> float:
-    """Idle core-seconds of the whole machine so far (/proc/stat: idle and iowait)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()[1:]
-    return (int(fields[3]) + int(fields[4])) / _TICK
+def child_pipeline(args):
+    """One worker doing every chunk of the run, as a Celery worker would, one after the other."""
+    _setup_django()
+    from django.db import connection
+
+    from curation.models import FilterRun, RunChunk
+    from curation.pipeline import executor, nlp, registry
+
+    run = FilterRun.objects.get(pk=args.run)
+    needs = frozenset().union(*(registry.get(step["filter"]).needs for step in run.snapshot))
+    model = nlp.load(needs)
+    list(model.pipe(json.loads(Path(args.texts).read_text())[:200]))  # the same warm-up as the baseline's
+    for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
+        if hasattr(flt, "warm"):
+            flt.warm()
+    indexes = list(RunChunk.objects.filter(run=run).order_by("index").values_list("index", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    profiler = None
+    if args.profile:  # cProfile's own cost inflates the CPU figures of a profiled run: read its shares only
+        import cProfile
+
+        profiler = cProfile.Profile()
+    cpu, backend_cpu, start = _cpu(), _process_cpu(backend), time.perf_counter()
+    if profiler:
+        profiler.enable()
+    for index in indexes:
+        executor.run_chunk(run.pk, index)
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+    elapsed = time.perf_counter() - start
+    cpu, backend_cpu = _cpu() - cpu, _process_cpu(backend) - backend_cpu
+    run.refresh_from_db()
+    print(json.dumps({"seconds": elapsed, "cpu": cpu, "backend_cpu": backend_cpu, "chunks": len(indexes),
+                      "status": run.status, "peak_mib": _peak_mib()}))
 
 
-class CpuAccounting:
-    """Where the workers' wall time goes, beside their own CPU (which each worker reports with its
-    backend's): the CPU of the PostgreSQL server's other processes (WAL writer, checkpointer, ...,
-    those running when the workers start) and the machine's idle core-seconds, sampled every 100 ms
-    and read off between the first worker's start and the last one's end. Only meaningful with
-    PostgreSQL on this machine, as with the default DATABASE_URL."""
-
-    def __init__(self):
-        import threading
-
-        self.server = _postgres_pids()
-        self.samples: list[tuple[float, float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self):
-        while not self._stop.is_set():
-            self._take()
-            self._stop.wait(0.1)
-
-    def _take(self):
-        self.samples.append((time.time(), sum(_process_cpu(pid) for pid in self.server), _idle_cpu()))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._take()
-
-    def between(self, began: float, ended: float) -> tuple[float, float]:
-        """The server's other processes' CPU seconds and idle core-seconds from ``began`` to ``ended``."""
-        first = min(self.samples, key=lambda s: abs(s[0] - began))
-        last = min(self.samples, key=lambda s: abs(s[0] - ended))
-        return last[1] - first[1], last[2] - first[2]
-
+# --- The parent -------------------------------------------------------------------------------------
 
 def _child(kind: str, env: dict, *extra) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, "--child", kind, *extra], cwd=ROOT, env=env,
@@ -299,168 +262,138 @@ def _prepare_run(texts: list[str], steps: list[str], name: str, env: dict, fit_t
     return run.pk
 
 
-BASELINES = {"spacy": "false", "compiled": "true"}  # SPACY_COMPILED_RULER of each baseline's child
-
-
-def scenario(name, texts, steps, env, tmp: Path, workers_list=(1,), fit_texts=None, repeat=1):
-    """Rates of raw nlp.pipe (both baselines) and of the pipeline with each number of workers, each in fresh
-    processes on a fresh run. Measured ``repeat`` times in the order raw, pipeline(s), raw, pipeline(s), ...,
-    raw: each pipeline measurement sits between two raw ones of each baseline, and its ratio is taken
-    against their mean. Rates on a shared machine drift by 15-25% over minutes, so a ratio of two
-    measurements taken minutes apart says more about the drift than about the pipeline; the paired ratios
-    do not, and the median of them is reported (with every measurement printed). Two-worker scaling pairs
-    the runs of one round."""
-    texts_file = tmp / f"{name}.json"
+def scenario(name, texts, steps, env, tmp: Path, fit_texts=None, repeat=1, profile_dir=None) -> dict:
+    """CPU time and wall rate of raw nlp.pipe over the collection's distinct texts and of the pipeline over the
+    whole collection (one worker, a fresh run each round), in the order raw, pipeline, raw, ..., raw."""
+    distinct = list(dict.fromkeys(texts))
+    texts_file, distinct_file = tmp / f"{name}.json", tmp / f"{name}-distinct.json"
     texts_file.write_text(json.dumps(texts))
+    distinct_file.write_text(json.dumps(distinct))
 
     def raw_once():
-        found = {}
-        for baseline, flag in BASELINES.items():
-            result = _result(_child("raw", {**env, "SPACY_COMPILED_RULER": flag}, "--texts", str(texts_file),
-                                    "--steps", ",".join(steps)))
-            if result["compiled"] != (flag == "true"):
-                raise SystemExit(f"the {baseline} baseline ran with compiled={result['compiled']}")
-            found[baseline] = (result["items"] / result["seconds"], result["peak_mib"])
-        return found
+        result = _result(_child("raw", env, "--texts", str(distinct_file), "--steps", ",".join(steps)))
+        print(f"  {name}: raw nlp.pipe over {result['items']:,} distinct texts: {result['cpu']:.2f} CPU s, "
+              f"{result['seconds']:.2f} s wall ({'+'.join(result['components'])}; compiled ruler: "
+              f"{result['compiled']})", flush=True)
+        return result
 
-    raws = [raw_once()]
-    rounds = []  # per round: {workers: (rate, peak)}
+    raws, pipes = [raw_once()], []
     for _ in range(repeat):
-        measured = {}
-        for workers in workers_list:
-            run_id = _prepare_run(texts, steps, f"{name}-{workers}w", env, fit_texts)
-            ready = tmp / f"ready-{run_id}"
-            ready.mkdir()
-            with CpuAccounting() as accounting:
-                procs = [_child("pipeline", env, "--run", str(run_id), "--workers", str(workers), "--worker",
-                                str(w), "--texts", str(texts_file), "--ready", str(ready))
-                         for w in range(workers)]
-                results = [_result(p) for p in procs]
-            began, ended = min(r["began"] for r in results), max(r["ended"] for r in results)
-            server, idle = accounting.between(began, ended)
-            own = sum(r["cpu"] for r in results)
-            backends = sum(r["backend_cpu"] for r in results)
-            print(f"  {name} {workers} worker{'s' if workers > 1 else ''}: {ended - began:.2f} s wall; "
-                  f"CPU seconds: worker{'s' if workers > 1 else ''} {' + '.join(format(r['cpu'], '.2f') for r in results)}"
-                  f", their PostgreSQL backend{'s' if workers > 1 else ''} {backends:.2f}, PostgreSQL's other processes "
-                  f"{server:.2f}, idle on the machine {idle:.2f} (of {os.cpu_count()} cores), the rest "
-                  f"{os.cpu_count() * (ended - began) - own - backends - server - idle:.2f}", flush=True)
-            if workers > 1:
-                fetched = sum(r["shared"]["fetched"] for r in results)
-                published = sum(r["shared"]["published"] for r in results)
-                print(f"  {name} {workers} workers: {published:,} entries published to the run's shared decisions, "
-                      f"{fetched:,} fetched by a worker that had not decided them", flush=True)
-            wall = max(r["seconds"] for r in results)
-            measured[workers] = (len(texts) / wall, max(r["peak_mib"] for r in results))
-        rounds.append(measured)
-        raws.append(raw_once())
-
-    def around(r, baseline):
-        return (raws[r][baseline][0] + raws[r + 1][baseline][0]) / 2
-
-    for r, measured in enumerate(rounds):
-        print(f"  {name} round {r + 1}: raw nlp.pipe, spaCy {raws[r]['spacy'][0]:,.0f} and "
-              f"{raws[r + 1]['spacy'][0]:,.0f}/s, compiled ruler {raws[r]['compiled'][0]:,.0f} and "
-              f"{raws[r + 1]['compiled'][0]:,.0f}/s; " + "; ".join(
-                  f"{w} worker{'s' if w > 1 else ''} {rate:,.0f}/s ({rate / around(r, 'spacy'):.2f} of spaCy, "
-                  f"{rate / around(r, 'compiled'):.2f} of compiled)" for w, (rate, _) in measured.items()),
+        run_id = _prepare_run(texts, steps, name, env, fit_texts)
+        profile = ["--profile", str(Path(profile_dir) / f"{name}-{len(pipes) + 1}.prof")] if profile_dir else []
+        result = _result(_child("pipeline", env, "--run", str(run_id), "--texts", str(texts_file), *profile))
+        if result["status"] != "done":
+            raise SystemExit(f"{name}: the run ended {result['status']}")
+        print(f"  {name}: pipeline over {len(texts):,} captions ({result['chunks']} chunks): {result['cpu']:.2f} "
+              f"CPU s, its PostgreSQL backend {result['backend_cpu']:.2f} CPU s, {result['seconds']:.2f} s wall",
               flush=True)
-    out = {"raw": {b: statistics.median([raw[b][0] for raw in raws]) for b in BASELINES},
-           "raw_peak": max(raw[b][1] for raw in raws for b in BASELINES), "rows": []}
-    for workers in workers_list:
-        ratios = {b: statistics.median([m[workers][0] / around(r, b) for r, m in enumerate(rounds)]) for b in BASELINES}
-        out["rows"].append((workers, statistics.median([m[workers][0] for m in rounds]), ratios,
-                            max(m[workers][1] for m in rounds)))
-    if len(workers_list) > 1:
-        out["scaling"] = statistics.median([m[workers_list[-1]][0] / m[workers_list[0]][0] for m in rounds])
-    return out
+        pipes.append(result)
+        raws.append(raw_once())
+    per_k = 1000 / len(texts)  # per 1,000 captions of the collection
+
+    def paired(r, key):
+        return (raws[r][key] + raws[r + 1][key]) / 2
+
+    return {
+        "name": name, "captions": len(texts), "distinct": len(distinct),
+        "raw_cpu_k": statistics.median(r["cpu"] for r in raws) * per_k,
+        "pipe_cpu_k": statistics.median(p["cpu"] for p in pipes) * per_k,
+        "backend_cpu_k": statistics.median(p["backend_cpu"] for p in pipes) * per_k,
+        "ratio": statistics.median(paired(r, "cpu") / p["cpu"] for r, p in enumerate(pipes)),
+        "ratio_backend": statistics.median(paired(r, "cpu") / (p["cpu"] + p["backend_cpu"]) for r, p in enumerate(pipes)),
+        "wall_ratio": statistics.median(paired(r, "seconds") / p["seconds"] for r, p in enumerate(pipes)),
+        "peak": max(p["peak_mib"] for p in pipes), "raw_peak": max(r["peak_mib"] for r in raws),
+    }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--captions", type=int, default=20_000)
-    parser.add_argument("--comments", type=int, default=100_000)
-    parser.add_argument("--only", choices=["cc", "cc-distinct", "cc-preset", "ava"],
-                        help="run one family of scenarios (cc-distinct: cc's distinct texts with one and two workers)")
-    parser.add_argument("--redis-url", default=None,
-                        help="Redis database for the workers, as in production: the workers of a run share the "
-                             "decisions of repeated texts through it; without it each keeps its own (default: "
-                             "with REDIS_URL set, an empty database on its server, claimed for this run and "
-                             "emptied afterwards; without, no Redis)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds of pipeline runs, each between two baseline runs; medians are reported")
-    add_scratch_arguments(parser, "filters")
-    args = parser.parse_args()
-    base = postgres_base_url()
-    if base is None:
-        return 2
-    claimed = args.redis_url is None and bool(os.environ.get("REDIS_URL"))
-    if claimed:
-        args.redis_url = claim_redis_db(os.environ["REDIS_URL"])
-    try:
-        return _run(args, base)
-    finally:
-        if claimed:
-            release_redis_db(args.redis_url)
-
-
-def _run(args, base: str) -> int:
-    import tempfile
-
-    lines = []
-    scaling = {}
-    with scratch_database(base, args.db_name, keep=args.keep_db) as db, tempfile.TemporaryDirectory() as tmp:
+def parse_comparison(args, base: str, tmp: Path) -> list[dict]:
+    found = []
+    with scratch_database(base, f"{args.db_name}_parse", keep=args.keep_db) as db:
         os.environ.update({"DATABASE_URL": db.url, "LOG_LEVEL": "WARNING"})
         os.environ.pop("REDIS_URL", None)
         # Workers run as in production: with DEBUG on, Django would also keep every query and render it with
         # its parameters (the chunk's id arrays included) for the debug log.
         env = {**db.env, "DEBUG": "false"}
-        if args.redis_url:  # the runs are started here (start() publishes the repeated texts) and run there
+        if args.redis_url:  # start() publishes the repeated texts there; the worker shares decisions through it
             os.environ["REDIS_URL"] = env["REDIS_URL"] = args.redis_url
-            print(f"Redis {args.redis_url}: the workers of a run share the decisions of its repeated texts")
-        else:
-            print("no Redis (--redis-url or REDIS_URL): each worker keeps the decisions it made to itself")
-        tmp = Path(tmp)
-        if args.only in (None, "cc", "cc-distinct"):
-            for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3))[:1 if args.only == "cc-distinct" else 2]:
-                texts = make_captions(args.captions, dup)
-                workers = (1, 2) if dup == 0.0 else (1,)
-                found = scenario(name, texts, CC_TEXT_STEPS, env, tmp, workers, repeat=args.repeat)
-                for w, rate, ratios, peak in found["rows"]:
-                    lines.append((f"{name} ({w} worker{'s' if w > 1 else ''})", len(texts), rate, found["raw"],
-                                  ratios, peak, found["raw_peak"]))
-                if "scaling" in found:
-                    scaling["cc"] = found["scaling"]
-        if args.only in (None, "cc-preset"):
-            texts = make_captions(args.captions, 0.3)
-            found = scenario("cc-preset-dup30", texts, CC_PRESET_TEXT_STEPS, env, tmp, (1,), repeat=args.repeat)
-            for w, rate, ratios, peak in found["rows"]:
-                lines.append(("cc preset text path, dup30 (1 worker)", len(texts), rate, found["raw"], ratios,
-                              peak, found["raw_peak"]))
-        if args.only in (None, "ava"):
-            comments = make_comments(args.comments)
-            fit = make_comments(5000, seed=99)
-            found = scenario("ava", comments, AVA_STEPS, env, tmp, (1, 2), fit_texts=fit, repeat=args.repeat)
-            for w, rate, ratios, peak in found["rows"]:
-                lines.append((f"ava informativeness ({w} worker{'s' if w > 1 else ''})", len(comments), rate,
-                              found["raw"], ratios, peak, found["raw_peak"]))
-            scaling["ava"] = found["scaling"]
+        steps = cc_text_steps()
+        print(f"cc text steps: {', '.join(steps)}")
+        for name, dup in (("cc-distinct", 0.0), ("cc-dup30", 0.3)):
+            found.append(scenario(name, make_captions(args.captions, dup), steps, env, tmp, repeat=args.repeat,
+                                  profile_dir=args.profile))
+        if args.extra:
+            found.append(scenario("cc-preset-dup30", make_captions(args.captions, 0.3), cc_preset_text_steps(), env,
+                                  tmp, repeat=args.repeat))
+            found.append(scenario("ava", make_comments(args.captions), AVA_STEPS, env, tmp,
+                                  fit_texts=make_comments(5000, seed=99), repeat=args.repeat))
         from django.db import connections
 
         connections.close_all()  # let the scratch database be dropped
-    medians = " (medians of the rounds; ratio: the median of the paired ratios)" if args.repeat > 1 else ""
-    print(f"\n{'scenario':<36} {'items':>7} {'pipeline/s':>11} {'spaCy/s':>9} {'ratio':>6} {'compiled/s':>11} "
-          f"{'ratio':>6} {'peak RSS pipeline':>18} {'peak RSS nlp.pipe':>18}{medians}")
-    for label, n, rate, raw, ratios, peak, raw_peak in lines:
-        print(f"{label:<36} {n:>7} {rate:>11,.0f} {raw['spacy']:>9,.0f} {ratios['spacy']:>6.2f} "
-              f"{raw['compiled']:>11,.0f} {ratios['compiled']:>6.2f} {peak:>14.0f} MiB {raw_peak:>14.0f} MiB")
-    print("spaCy/s: raw nlp.pipe with the components as spaCy ships them (the targets' baseline); compiled/s: the "
-          "same with the\ncompiled attribute-ruler matcher the workers use (the ratio to it: the pipeline's cost "
-          "besides parsing)")
-    for family, value in scaling.items():
-        print(f"{family}: two workers / one worker = {value:.2f}x (target >= 1.7)")
-    print("targets (ratios to spaCy): cc-distinct >= 0.85; cc-dup30 >= 1.3; ava >= 0.85 "
-          "(the cc preset text path has no target of its own)")
+    return found
+
+
+def print_parse_table(rows: list[dict], repeat: int) -> None:
+    print(f"\nParsing comparison (CPU seconds per 1,000 captions of the collection; median of {repeat} round(s);"
+          f" ratio = baseline CPU / pipeline CPU, paired with the raw runs around each pipeline run)")
+    print(f"{'scenario':<16} {'captions':>8} {'distinct':>8} {'raw nlp.pipe':>12} {'pipeline':>9} {'+backend':>9} "
+          f"{'ratio':>6} {'w/ backend':>10} {'wall ratio':>10} {'peak RSS':>9} {'target':>7}")
+    for r in rows:
+        ok = "ok" if r["ratio"] >= TARGET else "MISSED"
+        print(f"{r['name']:<16} {r['captions']:>8,} {r['distinct']:>8,} {r['raw_cpu_k']:>12.3f} {r['pipe_cpu_k']:>9.3f} "
+              f"{r['backend_cpu_k']:>9.3f} {r['ratio']:>6.2f} {r['ratio_backend']:>10.2f} {r['wall_ratio']:>10.2f} "
+              f"{r['peak']:>5.0f} MiB {ok:>7}")
+    print(f"raw nlp.pipe: the workers' own model (nlp.load, compiled attribute ruler as configured) over the "
+          f"collection's distinct texts;\n+backend: the CPU of the worker's PostgreSQL backend (not in 'ratio'; "
+          f"'w/ backend' counts it on the pipeline's side); target: ratio >= {TARGET}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--captions", type=int, default=5_000, help="captions per parsing scenario")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="pipeline runs per parsing scenario, each between two baseline runs; medians reported")
+    parser.add_argument("--extra", action="store_true", help="also the cc preset's text path and ava scenarios")
+    parser.add_argument("--run-level-sizes", type=int, nargs="+", default=[100_000, 1_000_000],
+                        help="captions per run of the run-level scenario (the ratio: the last size's peak to the first's)")
+    parser.add_argument("--lda-topics", type=int, default=20,
+                        help="K of the run-level scenario's lda_topics step (the paper's 200 makes the fit ~10x slower)")
+    parser.add_argument("--only", choices=["parse", "run-level"])
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write a cProfile of each cc pipeline run to DIR (its CPU figures then include the "
+                             "profiler's cost; read e.g. with python -m pstats)")
+    parser.add_argument("--redis-url", default=None,
+                        help="Redis database for the parsing scenarios' worker, as in production (default: with "
+                             "REDIS_URL set, an empty database on its server, claimed for this run and emptied "
+                             "afterwards; without, no Redis)")
+    add_scratch_arguments(parser, "filters")
+    args = parser.parse_args()
+    base = postgres_base_url()
+    if base is None:
+        return 2
+    import tempfile
+
+    claimed = args.only != "run-level" and args.redis_url is None and bool(os.environ.get("REDIS_URL"))
+    if claimed:
+        args.redis_url = claim_redis_db(os.environ["REDIS_URL"])
+    try:
+        parsed, levels = [], []
+        if args.only in (None, "parse"):
+            with tempfile.TemporaryDirectory() as tmp:
+                parsed = parse_comparison(args, base, Path(tmp))
+        if args.only in (None, "run-level"):
+            from filters_run_level import run_level_scenario
+
+            levels = run_level_scenario(base, f"{args.db_name}_runlevel", args.run_level_sizes, args.lda_topics,
+                                        keep=args.keep_db)
+    finally:
+        if claimed:
+            release_redis_db(args.redis_url)
+    if parsed:
+        print_parse_table(parsed, args.repeat)
+    if levels:
+        from filters_run_level import print_run_level_table
+
+        print_run_level_table(levels)
     return 0
 
 
@@ -471,9 +404,7 @@ if __name__ == "__main__":
         p.add_argument("--texts")
         p.add_argument("--steps")
         p.add_argument("--run", type=int)
-        p.add_argument("--workers", type=int, default=1)
-        p.add_argument("--worker", type=int, default=0)
-        p.add_argument("--ready", help="a folder where the workers of a run meet before their clocks start")
+        p.add_argument("--profile")
         a = p.parse_args(sys.argv[3:])
         {"raw": child_raw, "pipeline": child_pipeline}[kind](a)
     else:

@@ -190,3 +190,21 @@ def test_a_run_sends_uncertain_rewrites_to_review_where_curators_filter_them(mon
     assert "Giza" in uncertain.details["uncertain"][0]
     page = alice_client.get(f"/runs/{run.pk}/steps/0/?tab=keep&reason=uncertain_rewrite").content.decode()
     assert "camels" in page and "paddy" not in page and "bedtime" not in page
+
+
+def test_rare_entity_types_decides_batch_by_batch_as_it_would_over_the_whole_run():
+    """The executor streams the survivors once (prepare_run), then hands them over in batches."""
+    from curation.pipeline.hypernym.filters import RareEntityTypes
+
+    types = [["actor"], ["actor", "city"], ["singer"], ["city"], [], ["actor"], ["tower"], ["city", "singer"]] * 5
+    rows = [{"caption_id": i, "image_id": i // 2, "entity_types": t} for i, t in enumerate(types)]
+    whole = RareEntityTypes({"min_count": 100, "min_share": 0.2}).decide_run(rows)
+    batched = RareEntityTypes({"min_count": 100, "min_share": 0.2})
+    batched.prepare_run(iter(rows))
+    by_batch = {}
+    for start in range(0, len(rows), 7):
+        by_batch.update(batched.decide_run(rows[start:start + 7]))
+    assert {k: (d.outcome, d.reason, d.score) for k, d in by_batch.items()} == \
+           {k: (d.outcome, d.reason, d.score) for k, d in whole.items()}
+    assert {d.reason for d in whole.values()} == {"rare_entity_type", "common_types", "no_entity_types"}
+    assert RareEntityTypes.run_shard == "row"

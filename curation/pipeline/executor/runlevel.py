@@ -4,8 +4,9 @@ The survivors are read from the database with one statement per step, the run's 
 drops, the latest transformed text and entity types joined in SQL (no list of every id of the run in
 this process), and streamed through a server-side cursor in batches of RUN_LEVEL_BATCH rows. A step
 whose decision about a row depends only on that row, or only on the rows that share a key with it,
-is decided batch by batch (``run_shard``): its memory does not grow with the run. Other steps (a topic
-model, rare entity types, near duplicates, embeddings) still receive every surviving row in one list
+is decided batch by batch (``run_shard``): its memory does not grow with the run (rare entity types
+count over one streamed pass first, ``prepare_run``). Other steps (a topic model, near duplicates,
+embeddings) still receive every surviving row in one list
 and return a decision for each, which is what their ``decide_run`` asks for; the executor streams what
 is around them, and writes their decisions in batches.
 

@@ -177,9 +177,24 @@ class RareEntityTypes(Filter):
         found = self.decide_run(rows)
         return [found[i] for i in range(len(items))]
 
+    # Run-wide counts come from one streamed pass (prepare_run); each batch of survivors is then decided
+    # against them (curation/pipeline/executor/runlevel.py), so the step's memory does not grow with the run.
+    run_shard = "row"
+
+    def prepare_run(self, rows) -> None:
+        counts, total = Counter(), 0
+        for row in rows:
+            total += 1
+            counts.update(set(row.get("entity_types") or []))
+        self._run_counts = (counts, total)
+
     def decide_run(self, rows):
-        min_count = self.threshold(len(rows))
-        counts = Counter(t for row in rows for t in set(row.get("entity_types") or []))
+        prepared = getattr(self, "_run_counts", None)
+        if prepared is not None:
+            counts, total = prepared
+        else:  # the rows are the whole run (apply, or a caller without prepare_run)
+            counts, total = Counter(t for row in rows for t in set(row.get("entity_types") or [])), len(rows)
+        min_count = self.threshold(total)
         out = {}
         for row in rows:
             types = sorted(set(row.get("entity_types") or []))
