@@ -1,6 +1,8 @@
 """JSON API of search by meaning and duplicate clusters (curator role).
 
 - ``GET /api/collections/{id}/search/?q=&mode=captions|images&k=&model=``
+- ``GET /api/collections/{id}/search/?q=&mode=words&page=&per_page=``: captions by words alone (full text,
+  paginated, needs no model; ``curation.word_search``)
 - ``GET /api/captions/{id}/similar/?k=&model=`` and ``GET /api/images/{id}/similar/?k=&model=``
 - ``POST /api/runs/{run}/steps/{step}/clusters/{cluster}/keep/``
   with ``{"keep": "one"|"all", "caption_id"|"image_id"?, "note"?}``
@@ -27,9 +29,11 @@ from modeling.pack import PackError
 from . import clusters
 from .errors import IngestError
 from .models import Caption, Collection, FilterRun, Image
+from .word_search import WordSearchError, search_words
 
 BAD_REQUEST = {"invalid", "wrong_kind"}
-PARAMS = {"search": {"q", "mode", "k", "model", "format"}, "similar": {"k", "model", "format"}}
+PARAMS = {"search": {"q", "mode", "k", "model", "format"}, "words": {"q", "mode", "page", "per_page", "format"},
+          "similar": {"k", "model", "format"}}
 
 
 def _error(exc, status: int | None = None) -> Response:
@@ -51,19 +55,30 @@ def _results(results: search.Results) -> dict:
 
 SIMILAR_PARAMS = [OpenApiParameter("k", OpenApiTypes.INT), OpenApiParameter("model", OpenApiTypes.STR)]
 SEARCH_PARAMS = [OpenApiParameter("q", OpenApiTypes.STR, required=True),
-                 OpenApiParameter("mode", OpenApiTypes.STR, enum=list(search.MODES)), *SIMILAR_PARAMS]
+                 OpenApiParameter("mode", OpenApiTypes.STR, enum=[*search.MODES, "words"]), *SIMILAR_PARAMS,
+                 OpenApiParameter("page", OpenApiTypes.INT, description="mode=words: the page (from 1)"),
+                 OpenApiParameter("per_page", OpenApiTypes.INT, description="mode=words: 1-100, default 25")]
 
 
 class CollectionSearchView(APIView):
-    """Captions by words and meaning (mode=captions), or images for a text (mode=images), best first."""
+    """Captions by words and meaning (mode=captions), or images for a text (mode=images), best first; or captions
+    by words alone, a page at a time (mode=words)."""
 
     permission_classes = [IsCurator]
 
     @extend_schema(parameters=SEARCH_PARAMS, responses={200: dict})
     def get(self, request, pk):
-        _only(request, PARAMS["search"])
-        collection = get_object_or_404(Collection, pk=pk)
         params = request.query_params
+        words = params.get("mode") == "words"
+        _only(request, PARAMS["words" if words else "search"])
+        collection = get_object_or_404(Collection, pk=pk)
+        if words:
+            try:
+                found = search_words(collection, params.get("q", ""), page=params.get("page"),
+                                     per_page=params.get("per_page"))
+            except WordSearchError as exc:
+                return _error(exc, 400)
+            return Response(found.as_dict())
         try:
             found = search.collection_search(collection, params.get("q", ""), mode=params.get("mode", "captions"),
                                              k=params.get("k") or 50, model=params.get("model") or None)

@@ -131,6 +131,9 @@ def collection_detail(request, pk):
         + [(value, label, by_status.get(value, 0)) for value, label in Image.Status.choices],
         "imports": collection.imports.order_by("-created_at")[:5],
     }
+    from .releases.by_collection import count_for  # releases' views import this module
+
+    context["release_count"] = count_for(collection.pk)  # the header's "Releases (n)" link
     return _render(request, "collections/detail.html", "collections/_grid.html", context)
 
 

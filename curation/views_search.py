@@ -16,6 +16,7 @@ from modeling.pack import PackError
 
 from .models import Caption, Collection, Image
 from .views import _render
+from .word_search import WordSearchError, search_words
 
 DEFAULT_K = 50
 LIKE_K = 24
@@ -33,11 +34,18 @@ def collection_search(request, pk):
     collection = get_object_or_404(Collection, pk=pk)
     query = request.GET.get("q", "").strip()
     mode = request.GET.get("mode", "captions")
-    mode = mode if mode in search.MODES else "captions"
+    mode = mode if mode in (*search.MODES, "words") else "captions"
     context = {"collection": collection, "q": query, "mode": mode, "results": None, "error": "", "error_code": "",
                "model_name": request.GET.get("model", "")}
     status = 200
-    if query:
+    if query and mode == "words":  # by words alone: full text, paginated, needs no model
+        try:
+            context["words"] = search_words(collection, query, page=request.GET.get("page"),
+                                            per_page=request.GET.get("per_page"))
+        except WordSearchError as exc:
+            context["error"], context["error_code"] = exc.message, exc.code
+            status = 200 if request.htmx else 400
+    elif query:
         try:
             context["results"] = search.collection_search(collection, query, mode=mode,
                                                           k=request.GET.get("k") or DEFAULT_K,

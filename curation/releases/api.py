@@ -20,10 +20,11 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from captionlab.roles import IsCurator
-from curation.api import WhitelistFilterMixin, _filter_params, _str
+from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
 from curation.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError, services
+from .by_collection import of_collection
 from .views import serve_export_file
 
 
@@ -96,7 +97,12 @@ def _bad(exc: ReleaseError, default: str):
     return ValidationError({exc.field or default: exc.message})
 
 
-RELEASE_FILTERS = {"status": ("status", _str), "name": ("name__icontains", _str)}
+def _collection(collection_id: int):
+    """releases whose config names this collection or one of its filter runs"""
+    return of_collection(collection_id)
+
+
+RELEASE_FILTERS = {"status": ("status", _str), "name": ("name__icontains", _str), "collection": (_collection, _int)}
 ITEM_FILTERS = {"split": ("split", _str)}
 
 

@@ -29,6 +29,7 @@ from curation.models import Collection, Release, ReleaseExport, ReleaseItem
 from curation.views import _render
 
 from . import ReleaseError, services
+from .by_collection import of_collection
 from .forms import ReleaseForm, form_field_of  # noqa: F401 - the form lives in forms.py
 from .formats.export_manifest import MANIFEST_SUFFIX
 from .publish import storage_name
@@ -196,9 +197,18 @@ def _detail_context(request, release: Release) -> dict:
 @role_required(roles.CURATOR)
 @require_GET
 def release_list(request):
+    """All releases, or with ``?collection=<id>`` those of one collection (by_collection.of_collection)."""
     releases = Release.objects.select_related("created_by").order_by("-created_at")
+    wanted, collection, status = request.GET.get("collection", "").strip(), None, 200
+    if wanted:
+        if not wanted.isdigit():
+            messages.error(request, f"collection is a collection's id (a whole number), not {wanted[:40]!r}.")
+            status = 400
+        else:
+            collection = get_object_or_404(Collection, pk=int(wanted))
+            releases = releases.filter(of_collection(collection.pk))
     page = Paginator(releases, RELEASES_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "releases/list.html", {"page": page})
+    return render(request, "releases/list.html", {"page": page, "collection": collection}, status=status)
 
 
 @role_required(roles.CURATOR)

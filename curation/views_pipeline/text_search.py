@@ -8,36 +8,61 @@ from __future__ import annotations
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Left
 
 from ..models import Caption, FilterDecision, FilterRun
 
 MAX_QUERY_CHARS = 200
+INDEXED_CHARS = 100_000
 OUTCOMES = ("keep", "drop", "na")
 
 
-def search_config(run: FilterRun) -> str:
-    language = (run.collection.language or "").lower()
+def config_for(collection) -> str:
+    """The text-search configuration of a collection: English stemming for English, "simple" otherwise."""
+    language = (collection.language or "").lower()
     return "english" if language == "en" or language.startswith("en-") else "simple"
+
+
+def search_config(run: FilterRun) -> str:
+    return config_for(run.collection)
+
+
+def words_query(q: str, config: str) -> SearchQuery:
+    """The ``websearch`` query of ``q`` (PostgreSQL only)."""
+    return SearchQuery(q, search_type="websearch", config=config)
+
+
+def query_words(q: str) -> list[str]:
+    """The words of ``q`` as the SQLite fallback matches them (each a case-insensitive substring)."""
+    return [word.strip('"') for word in q.split() if word.strip('"')]
+
+
+def words_vector(fields: tuple[str, ...], config: str) -> SearchVector:
+    """The ``tsvector`` of ``fields``, each cut to its first INDEXED_CHARS characters: a longer caption of many
+    distinct words would pass PostgreSQL's 1 MB tsvector limit and fail the whole query."""
+    return SearchVector(*(Left(name, INDEXED_CHARS) for name in fields), config=config)
+
+
+def matching(queryset, q: str, config: str, fields: tuple[str, ...]):
+    """The rows of ``queryset`` whose ``fields`` (together) match ``q``: full text on PostgreSQL (the first
+    INDEXED_CHARS characters of each), every word a case-insensitive substring of one of the fields elsewhere."""
+    if connection.vendor == "postgresql":
+        return queryset.annotate(_text=words_vector(fields, config)).filter(_text=words_query(q, config))
+    condition = Q()
+    for word in query_words(q):
+        either = Q()
+        for name in fields:
+            either |= Q(**{f"{name}__icontains": word})
+        condition &= either
+    return queryset.filter(condition)
 
 
 def decisions_matching(decisions, run: FilterRun, q: str):
     """The decisions whose caption (its raw text, or the text a transform made at this step) matches ``q``;
     an image's decision matches when one of the image's captions does."""
     config = search_config(run)
-    if connection.vendor == "postgresql":
-        query = SearchQuery(q, search_type="websearch", config=config)
-        own = (decisions.annotate(_text=SearchVector("caption__text", "text_after", config=config))
-               .filter(_text=query).values("pk"))
-        captions = (Caption.objects.filter(image_id=OuterRef("image_id"))
-                    .annotate(_text=SearchVector("text", config=config)).filter(_text=query))
-    else:
-        words = [word.strip('"') for word in q.split() if word.strip('"')]
-        own_q, caption_q = Q(), Q()
-        for word in words:
-            own_q &= Q(caption__text__icontains=word) | Q(text_after__icontains=word)
-            caption_q &= Q(text__icontains=word)
-        own = decisions.filter(own_q).values("pk")
-        captions = Caption.objects.filter(caption_q, image_id=OuterRef("image_id"))
+    own = matching(decisions, q, config, ("caption__text", "text_after")).values("pk")
+    captions = matching(Caption.objects.filter(image_id=OuterRef("image_id")), q, config, ("text",))
     return decisions.filter(Q(pk__in=own) | Q(caption__isnull=True) & Exists(captions))
 
 

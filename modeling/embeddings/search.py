@@ -270,7 +270,7 @@ MODES = ("captions", "images")
 def collection_search(collection, query: str, *, mode: str = "captions", k: int = 50, model=None) -> Results:
     """The search box of a collection: captions by words and meaning, or images for a text."""
     if mode not in MODES:
-        raise PackError("mode is captions or images.", code="invalid", field="mode")
+        raise PackError("mode is captions, images (by meaning) or words.", code="invalid", field="mode")
     if mode == "images":
         return text_to_images(collection, query, k, model=model)
     return search_captions(collection, query, k, model=model)
