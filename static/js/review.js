@@ -116,4 +116,22 @@
     var checked = event.target.checked;
     Array.prototype.forEach.call(document.querySelectorAll('input[name="ids"]'), function (box) { box.checked = checked; });
   });
+
+  // The sticky bulk bar sits right below the sticky top bar, whose height changes with the width
+  // (its links wrap onto more rows), the role's links and the phone menu: the page's CSS reads the
+  // measured heights from --topbar-h and --bulk-bar-h (with fallbacks per width when this file is absent).
+  function measureBars() {
+    var root = document.documentElement;
+    var topbar = document.querySelector("header.topbar");
+    var bulk = document.getElementById("bulk-form");
+    if (topbar) root.style.setProperty("--topbar-h", topbar.getBoundingClientRect().height + "px");
+    if (bulk) root.style.setProperty("--bulk-bar-h", bulk.getBoundingClientRect().height + "px");
+  }
+  measureBars();
+  window.addEventListener("resize", measureBars);
+  document.addEventListener("htmx:afterSettle", measureBars); // a new list brings a new bulk bar
+  if (window.ResizeObserver) {
+    var topbar = document.querySelector("header.topbar");
+    if (topbar) new ResizeObserver(measureBars).observe(topbar); // the phone menu opens and closes
+  }
 })();
