@@ -64,9 +64,13 @@ def last_beat(kind: str, pk: int) -> float | None:
     return float(value) if value is not None else None
 
 
+_wake = threading.Event()  # set when a job starts: the thread then sleeps on the current interval
+
+
 def _beating():
     while True:
-        time.sleep(interval())
+        _wake.wait(interval())
+        _wake.clear()
         with _lock:
             jobs = list(_active)
         for kind, pk in jobs:
@@ -85,6 +89,7 @@ def start(kind: str, pk: int) -> None:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_beating, name="captionlab-heartbeat", daemon=True)
             _thread.start()
+    _wake.set()
 
 
 def stop(kind: str, pk: int) -> None:

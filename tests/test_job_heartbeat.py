@@ -4,6 +4,7 @@ import time
 from io import StringIO
 
 import pytest
+from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def job():
     collection = Collection.objects.create(name="beats")
-    return ImportJob.objects.create(collection=collection, kind="tsv", source_name="cc.tsv", status="running")
+    job = ImportJob.objects.create(collection=collection, kind="tsv", source_name="cc.tsv", status="running")
+    cache.delete(heartbeat._key("import", job.pk))  # a beat of an earlier test database's job with this pk
+    return job
 
 
 def test_a_running_job_is_waiting_then_alive_then_lost_and_a_finished_one_is_neither(job, settings):

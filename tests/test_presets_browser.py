@@ -437,10 +437,16 @@ def test_ava_captions_on_a_comment_collection(
     described = [d for d in scored if d.caption.text in DESCRIPTIVE + PROMOTION]
     assert len(praise) + len(described) == len(scored) == funnel[informative]["entered"]
     assert len(described) == len(DESCRIPTIVE + PROMOTION)
+    # The cut used: the preset's min_rho, or (by default) the percentile of the fitted corpus, recorded on
+    # every decision as min_rho_used.
+    cut = params["min_rho"]
+    if cut is None:
+        cut = next(d.details["min_rho_used"] for d in scored if d.details.get("min_rho_used") is not None)
+    upper = params["max_rho"] if params["max_rho"] is not None else float("inf")
     for d in praise:
-        assert (d.outcome, d.reason) == ("drop", "uninformative") and d.score < params["min_rho"], d.caption.text
+        assert (d.outcome, d.reason) == ("drop", "uninformative") and d.score < cut, d.caption.text
     for d in described:
-        assert d.outcome == "keep" and params["min_rho"] <= d.score <= params["max_rho"], (d.caption.text, d.score)
+        assert d.outcome == "keep" and cut <= d.score <= upper, (d.caption.text, d.score)
     assert max(d.score for d in praise) < min(d.score for d in described)
 
     # The image whose comments all went is dropped; every other image keeps its descriptive comment.

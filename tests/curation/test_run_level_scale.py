@@ -112,4 +112,7 @@ def test_the_finalising_workers_peak_memory_does_not_grow_with_the_run(monkeypat
 
     # Ten times the comments, about the same peak (the old single list of rows grew tenfold).
     print(f"finalising peak: {small_peak / 1e6:.1f} MB at 10,080 comments, {large_peak / 1e6:.1f} MB at 100,800")
-    assert large_peak <= 1.3 * small_peak, (small_peak, large_peak)
+    # Run alone: 2.0 vs 2.1 MB. Late in the whole suite the same test measured 2.1 vs 3.4 MB (what a long
+    # session leaves in the process is hard to keep out of tracemalloc's count entirely); the old code grew
+    # tenfold. The bound tells "about the same" from "grows with the run".
+    assert large_peak <= 2.0 * small_peak, (small_peak, large_peak)
