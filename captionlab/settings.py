@@ -19,6 +19,8 @@ import environ
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from captionlab.secret_keys import weak_key_reason
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("CAPTIONLAB_VAR_DIR", default=str(BASE_DIR / "var")))
 
@@ -41,24 +43,9 @@ if PRODUCTION and DEBUG:
     # DEBUG pages show settings, SQL and source to anyone who triggers an error.
     raise ImproperlyConfigured("DEBUG=true is refused in the production profile: unset DEBUG or set it to false.")
 
-# Keys people leave from tutorials and templates; a production key is at least 50 random characters.
-WEAK_SECRET_KEYS = {"changeme", "change-me", "secret", "secret-key", "secretkey", "password", "dev", "development",
-                    "insecure", "django", "captionlab"}
-
-
-def _weak_key_reason(key: str) -> str | None:
-    if key.strip().lower() in WEAK_SECRET_KEYS:
-        return "a well-known placeholder"
-    if key.startswith("django-insecure-"):
-        return "the development key startproject writes (django-insecure-...)"
-    if len(key) < 50 or len(set(key)) < 5:
-        return "shorter than 50 characters or made of too few different characters"
-    return None
-
-
 def _secret_key() -> str:
     key = env.str("SECRET_KEY", default="")
-    reason = _weak_key_reason(key) if key and PRODUCTION else None
+    reason = weak_key_reason(key) if key and PRODUCTION else None
     if reason:
         raise ImproperlyConfigured(
             f"SECRET_KEY is {reason}; the production profile refuses it. Export a random one "
