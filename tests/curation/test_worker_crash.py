@@ -1,12 +1,8 @@
 """A worker killed in the middle of a filter run loses nothing: a second worker finishes the run
 and every decision is written exactly once (acks_late + idempotent upserts)."""
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,15 +13,10 @@ from curation.pipeline import executor, registry
 from ..conftest import REQUIRE_SERVICES
 from .helpers import wait_until
 from .slow_worker import SlowLength
+from .worker_processes import REDIS_URL, queue_chunks, start_worker, worker_env
 
-ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL", "")
 registry.FILTERS.setdefault(SlowLength.name, SlowLength)
 
-
-def _worker(queue: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.curation.slow_worker", queue], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 @pytest.mark.worker
@@ -35,7 +26,6 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
         if REQUIRE_SERVICES:
             pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL/Redis are not configured")
         pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): workers are separate processes")
-    from captionlab.celery import app
 
     queue = f"crash-{uuid.uuid4().hex[:8]}"  # a queue of our own: no other worker may take these tasks
     collection = Collection.objects.create(name="crash")
@@ -46,21 +36,12 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
     pipeline = Pipeline.objects.create(name="slow", steps=[{"filter": "test_slow_length", "params": {"seconds": 1.0}}])
     monkeypatch.setattr(executor, "CHUNK_IMAGES", 1)
     from curation.services import run_create
-    from curation.tasks import filter_chunk
 
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = False
-    try:
-        for chunk in RunChunk.objects.filter(run=run):
-            filter_chunk.apply_async((run.pk, chunk.index), queue=queue)
-    finally:
-        app.conf.task_always_eager = saved
-    db = connection.settings_dict
-    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "REDIS_URL": REDIS_URL, "CELERY_VISIBILITY_TIMEOUT": "3", "LOG_LEVEL": "WARNING"}
-    first = _worker(queue, env)
+    queue_chunks(run, queue)
+    env = worker_env(CELERY_VISIBILITY_TIMEOUT="3")
+    first = start_worker(queue, env)
     try:
         wait_until(lambda: RunChunk.objects.filter(run=run, status="done").count() >= 1
               and RunChunk.objects.filter(run=run, status="running").exists(), 60, "a chunk in progress")
@@ -70,7 +51,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
         # Redis re-delivers an unacknowledged task once its visibility timeout has passed; the
         # next worker restores such tasks when it starts.
         time.sleep(4)
-        second = _worker(queue, env)
+        second = start_worker(queue, env)
         try:
             wait_until(lambda: FilterRun.objects.get(pk=run.pk).status == "done", 120, "the run to finish")
         finally:

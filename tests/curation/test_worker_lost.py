@@ -1,12 +1,8 @@
 """A filter run whose worker is killed outright shows "worker lost" on its page and in the API within
 the lost-after setting (seconds here, two minutes by default), and "Retry now" finishes it on another
 worker without waiting for the broker's visibility timeout (captionlab/heartbeat.py)."""
-import os
 import signal
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -18,15 +14,10 @@ from curation.pipeline import executor, registry
 from ..conftest import REQUIRE_SERVICES
 from .helpers import wait_until
 from .slow_worker import SlowLength
+from .worker_processes import REDIS_URL, queue_chunks, start_worker, worker_env
 
-ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL", "")
 registry.FILTERS.setdefault(SlowLength.name, SlowLength)
 
-
-def _worker(queues: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.curation.slow_worker", queues], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 @pytest.mark.worker
@@ -36,9 +27,7 @@ def test_a_killed_workers_run_shows_worker_lost_and_retry_finishes_it(monkeypatc
         if REQUIRE_SERVICES:
             pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL/Redis are not configured")
         pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): workers are separate processes")
-    from captionlab.celery import app
     from curation.services import run_create
-    from curation.tasks import filter_chunk
 
     settings.JOB_WORKER_LOST_AFTER_S = 3
     queue = f"lost-{uuid.uuid4().hex[:8]}"
@@ -50,19 +39,11 @@ def test_a_killed_workers_run_shows_worker_lost_and_retry_finishes_it(monkeypatc
     monkeypatch.setattr(executor, "CHUNK_IMAGES", 1)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = False
-    try:
-        for chunk in RunChunk.objects.filter(run=run):
-            filter_chunk.apply_async((run.pk, chunk.index), queue=queue)
-    finally:
-        app.conf.task_always_eager = saved
+    queue_chunks(run, queue)
 
-    db = connection.settings_dict
-    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "REDIS_URL": REDIS_URL, "JOB_HEARTBEAT_SECONDS": "0.5", "LOG_LEVEL": "WARNING"}
+    env = worker_env(JOB_HEARTBEAT_SECONDS="0.5")
     health = reverse("api-job-health", args=["run", run.pk])
-    first = _worker(queue, env)
+    first = start_worker(queue, env)
     try:
         wait_until(lambda: RunChunk.objects.filter(run=run, status="running").exists(), 60, "a chunk in progress")
         assert alice_client.get(health).json()["state"] == "alive"
@@ -77,7 +58,7 @@ def test_a_killed_workers_run_shows_worker_lost_and_retry_finishes_it(monkeypatc
     assert 'data-job-health="lost"' in page and "Worker lost" in page and "Retry now" in page
     assert FilterRun.objects.get(pk=run.pk).status == "running"  # nothing else noticed
 
-    second = _worker(f"{queue},filters", env)  # the retry goes to the run's usual queue
+    second = start_worker(f"{queue},filters", env)  # the retry goes to the run's usual queue
     try:
         response = alice_client.post(reverse("job-retry", args=["run", run.pk]), {"next": run.get_absolute_url()})
         assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
