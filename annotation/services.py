@@ -276,13 +276,17 @@ OPEN_COUNT_SECONDS = 5
 OPEN_COUNT_CACHED_ABOVE = 5_000
 
 
+def open_count_key(campaign_id: int) -> str:
+    return f"annotation:open-real:{campaign_id}"
+
+
 def open_real_tasks(campaign: Campaign) -> int:
     """Open items of the campaign. Every panel shows it, and counting scans the campaign's open
     tasks, so a large campaign's count (over OPEN_COUNT_CACHED_ABOVE) is kept in the cache for
     OPEN_COUNT_SECONDS: "181,234 left" may be a few seconds old; a small campaign's is always exact."""
     from django.core.cache import cache
 
-    key = f"annotation:open-real:{campaign.pk}"
+    key = open_count_key(campaign.pk)
     value = cache.get(key)
     if value is None:
         value = campaign.tasks.filter(role=Task.Role.REAL, status=Task.Status.OPEN).count()

@@ -20,6 +20,9 @@ at 32 concurrent annotators:
 Every value can be overridden from the environment (GUNICORN_WORKERS, GUNICORN_THREADS,
 GUNICORN_WORKER_CLASS, GUNICORN_BIND, default 127.0.0.1:8000) or on the command line.
 """
+import ctypes
+import ctypes.util
+import gc
 import multiprocessing
 import os
 
@@ -37,3 +40,36 @@ timeout = 60
 graceful_timeout = 30
 accesslog = None
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "warning")
+
+
+# --- Memory -------------------------------------------------------------------------------------
+# glibc gives each thread that allocates its own malloc arena (up to 8 per core), and memory freed in
+# one arena is not reused by another: 8 threads per worker each grew an arena of their own under load.
+# Two arenas per process is what a thread mostly waiting on PostgreSQL needs. MALLOC_ARENA_MAX in the
+# environment, when set, wins (glibc reads it when the process starts).
+M_ARENA_MAX = -8  # glibc's mallopt parameter number
+MALLOC_ARENAS = int(os.environ.get("GUNICORN_MALLOC_ARENAS", 2))
+
+
+def _limit_malloc_arenas() -> None:
+    if os.environ.get("MALLOC_ARENA_MAX") or MALLOC_ARENAS <= 0:
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_ARENA_MAX, MALLOC_ARENAS)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to limit
+        pass
+
+
+_limit_malloc_arenas()  # in the master, before the application is loaded and the workers fork
+
+# With --preload the master imports Django and every view, and the workers share those pages. The
+# cyclic garbage collector writes to every object it examines, which would copy the shared pages
+# into each worker one by one: the master collects nothing while importing, and freezes what it
+# holds before each fork, so later collections (in the workers and in the master) skip it.
+gc.disable()
+
+
+def pre_fork(server, worker):
+    gc.freeze()  # everything the master holds now is left alone by later collections
+    gc.enable()  # in the master and, inherited, in the worker about to fork

@@ -345,6 +345,8 @@ CELERY_BEAT_SCHEDULE = {
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                       "KEY_PREFIX": "captionlab"}} if REDIS_URL else {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Sessions are read on every page: from Redis where there is one, written through to PostgreSQL.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if REDIS_URL else "django.contrib.sessions.backends.db"
 # Campaign aggregation reruns at most once per this many seconds while votes arrive.
 ANNOTATION_AGGREGATE_DEBOUNCE = env.int("ANNOTATION_AGGREGATE_DEBOUNCE", default=10)
 # The model-based methods (the full pass) run at most every MIN_INTERVAL seconds, once AFTER_VOTES

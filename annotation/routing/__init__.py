@@ -86,10 +86,12 @@ from .editing import edit_vote, last_editable_vote
 from .errors import RoutingError
 from .expiry import release, sweep_expired
 from .hotsql import hot_cursor
-from .members import ensure_assignment, membership_for, settle_stage, stage_of, worker_for_user
+from .members import (ensure_assignment, member_access, membership_for, refuse_blocked, settle_stage, stage_of,
+                      worker_for_user)
 from .submitting import Submitted, feed_rating_campaign, submit_vote
 
 __all__ = ["confirm_assignment", "discard_assignment", "withdraw_votes", "RoutingError", "Served", "Submitted",
            "next_task", "submit_vote", "edit_vote", "release", "sweep_expired", "block_worker", "worker_for_user",
-           "membership_for", "last_editable_vote", "feed_rating_campaign", "entropy", "stage_of", "hot_cursor",
+           "membership_for", "member_access", "refuse_blocked", "last_editable_vote", "feed_rating_campaign",
+           "entropy", "stage_of", "hot_cursor",
            "ensure_assignment", "settle_stage", "_claim_real"]

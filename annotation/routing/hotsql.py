@@ -83,6 +83,15 @@ def _task_from_row(values, campaign: Campaign, caption_text=None) -> Task:
     return task
 
 
+def instance_from_row(model, values, fields=None):
+    """A model instance from its concrete columns in field order, as the ORM would build it
+    (PostgreSQL values: JSON decoded through ``from_db_value``, the rest as psycopg gives them)."""
+    fields = fields or model._meta.concrete_fields
+    values = [f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+              for f, v in zip(fields, values)]
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
 def _outermost(conn) -> bool:
     """True inside a transaction this code opened itself (not a caller's or a test's), where a
     SET LOCAL applies to exactly this transaction."""

@@ -2,10 +2,17 @@
 work): the helpers every other routing module asks before it serves or counts anything."""
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
+
+from captionlab.roles import ADMIN, ROLES
 
 from ..models import Assignment, Campaign, Membership, Task, Vote, Worker
 from .errors import RoutingError
+from .hotsql import _sql, hot_cursor, instance_from_row
+
+User = get_user_model()
 
 
 def worker_for_user(user) -> Worker:
@@ -24,9 +31,72 @@ def membership_for(campaign: Campaign, worker: Worker, *, join: bool = True) -> 
         if not (join and campaign.open_to_all):
             raise RoutingError("You are not a member of this campaign.", "not_member", 404)
         membership, _ = Membership.objects.get_or_create(campaign=campaign, worker=worker)
+    refuse_blocked(membership, worker)
+    return membership
+
+
+def refuse_blocked(membership: Membership, worker: Worker) -> None:
     if membership.blocked or worker.blocked:
         raise RoutingError("You have been blocked from this campaign.", "blocked", 403)
+
+
+def member_access(user, campaign_id: int) -> Membership | None:
+    """The user's membership of the campaign with its campaign, worker and assignment, and the
+    user's roles, in one statement (the work pages ask on every request; on PostgreSQL a prepared
+    one), or None when there is no membership yet. The caller refuses a blocked member
+    (``refuse_blocked``) once it knows they ask as an annotator."""
+    if connection.vendor == "postgresql":
+        membership, roles = _member_access_pg(user, campaign_id)
+        if membership is not None:
+            if user.is_superuser:
+                roles.add(ADMIN)
+            user._captionlab_roles = roles  # as captionlab.roles.user_roles keeps them
+    else:
+        membership = (Membership.objects.select_related("campaign", "worker", "assignment")
+                      .filter(campaign_id=campaign_id, worker__user_id=user.pk).first())
+    if membership is None:
+        return None
+    worker = membership.worker
+    worker.user = user
+    user._captionlab_worker = worker  # as worker_for_user keeps it
     return membership
+
+
+_ACCESS_MODELS = (Membership, Campaign, Worker, Assignment)
+
+
+def _access_sql() -> str:
+    member, campaign, worker, assignment = (m._meta.db_table for m in _ACCESS_MODELS)
+    columns = ", ".join(f'{alias}."{f.column}"' for alias, model in zip("mcwa", _ACCESS_MODELS)
+                        for f in model._meta.concrete_fields)
+    groups = User.groups.through._meta.db_table
+    group = User.groups.field.related_model._meta.db_table
+    role_flags = ", ".join(
+        f"EXISTS (SELECT 1 FROM {groups} ug JOIN {group} g ON g.id = ug.group_id "
+        f"WHERE ug.user_id = %(user)s AND g.name = '{role}')" for role in ROLES)
+    return f"""
+        SELECT {columns}, {role_flags}
+        FROM {member} m JOIN {worker} w ON w.id = m.worker_id JOIN {campaign} c ON c.id = m.campaign_id
+             LEFT JOIN {assignment} a ON a.id = m.assignment_id
+        WHERE m.campaign_id = %(campaign)s AND w.user_id = %(user)s
+    """
+
+
+def _member_access_pg(user, campaign_id: int) -> tuple[Membership | None, set]:
+    with hot_cursor() as cursor:
+        cursor.execute(_sql("member_access", _access_sql), {"campaign": campaign_id, "user": user.pk})
+        row = cursor.fetchone()
+    if row is None:
+        return None, set()
+    parts, start = [], 0
+    for model in _ACCESS_MODELS:
+        end = start + len(model._meta.concrete_fields)
+        parts.append(row[start:end])
+        start = end
+    membership, campaign, worker = (instance_from_row(model, values) for model, values in zip(_ACCESS_MODELS[:3], parts))
+    membership.campaign, membership.worker = campaign, worker
+    membership.assignment = instance_from_row(Assignment, parts[3]) if parts[3][0] is not None else None
+    return membership, {role for role, flag in zip(ROLES, row[start:]) if flag}
 
 
 def ensure_assignment(membership: Membership) -> Assignment:

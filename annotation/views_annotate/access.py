@@ -32,11 +32,17 @@ def _access(request, campaign_id: int) -> Access:
     """Who is asking, for which campaign. Raises PermissionDenied (no role), Http404 (no campaign)
     or RoutingError (not a member: 404, blocked: 403)."""
     user = request.user
+    if user.is_active:
+        membership = routing.member_access(user, campaign_id)  # the usual case: one statement, roles too
+        if membership is not None and roles.has_role(user, roles.ANNOTATOR):
+            routing.refuse_blocked(membership, membership.worker)
+            return Access(membership.campaign, membership.worker, membership)
     if not roles.user_roles(user):
         raise PermissionDenied("The work pages are for annotators.")
+    is_annotator = roles.has_role(user, roles.ANNOTATOR)
     campaign = get_object_or_404(Campaign, pk=campaign_id)
     is_curator = roles.has_role(user, roles.CURATOR)
-    if roles.has_role(user, roles.ANNOTATOR):
+    if is_annotator:
         worker = routing.worker_for_user(user)
         try:
             return Access(campaign, worker, routing.membership_for(campaign, worker))

@@ -2,20 +2,19 @@
 alone for htmx, the whole page otherwise), with the task it serves next (``_serve``)."""
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Exists
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
-from .. import external, routing, services
+from .. import external, routing
 from ..kinds import CandidatesKind, SliderKind
 from ..markdown import render_markdown
-from ..models import Assignment, Campaign, Caption, GoldAnswer, Membership, Reservation, Task, Vote, Worker
+from ..models import Assignment, Campaign, Caption, GoldAnswer, Reservation, Task, Vote, Worker
 from ..routing import RoutingError
+from ..routing.panel_figures import panel_figures
 
 if TYPE_CHECKING:
     from .access import Access
@@ -77,21 +76,11 @@ def _progress(campaign: Campaign, worker: Worker | None) -> dict:
     if worker is None:
         return {"done": 0, "remaining": campaign.tasks.filter(role=Task.Role.REAL, status=Task.Status.OPEN).count(),
                 "seconds": 0, "elapsed": "0:00", "percent": 0}
-    figures = services.worker_progress(campaign, worker)
-    seconds, undoable = (Membership.objects.filter(campaign=campaign, worker=worker)
-                         .annotate(undoable=Exists(_undoable_votes(campaign, worker)))
-                         .values_list("seconds", "undoable").first() or (0, False))
+    figures = panel_figures(campaign, worker)
+    seconds = figures["seconds"]
     total = figures["done"] + figures["remaining"]
-    return {**figures, "seconds": int(seconds or 0), "elapsed": _duration(seconds or 0),
-            "percent": int(100 * figures["done"] / total) if total else 100, "undoable": bool(undoable)}
-
-
-def _undoable_votes(campaign: Campaign, worker: Worker):
-    """The worker's votes Undo can still re-open (inside the edit window), as
-    ``routing.last_editable_vote`` finds them."""
-    cutoff = timezone.now() - timedelta(seconds=campaign.edit_window_seconds)
-    return Vote.objects.filter(campaign=campaign, worker=worker, created_at__gt=cutoff,
-                               role__in=(Task.Role.REAL, Task.Role.GOLD))
+    return {**figures, "seconds": int(seconds), "elapsed": _duration(seconds),
+            "percent": int(100 * figures["done"] / total) if total else 100}
 
 
 def _duration(seconds: float) -> str:
