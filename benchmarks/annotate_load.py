@@ -126,11 +126,22 @@ def pct(values, q):
 
 
 def client(args: list[str], stdin) -> dict:
+    """Run the load generator; its answer, with the CPU seconds it used (``client_cpu_s``)."""
+    import resource
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children_cpu()
     proc = subprocess.run([sys.executable, CLIENT, *map(str, args)], input=json.dumps(stdin), cwd=ROOT,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    if isinstance(out, dict):
+        out["client_cpu_s"] = children_cpu() - before
+    return out
 
 
 def stored(dsn: str, campaign: int, acked: list) -> tuple[int, int]:
@@ -234,13 +245,19 @@ def run_size(args, base: str, n_tasks: int, levels: list[int], scenarios: list[s
                        "open_p50_ms": pct(out["open"], 50),
                        "cpu_s": cpu, **{f"cpu_{g}_ms_per_vote": (1000 * cpu.get(g, 0.0) / n if n else float("nan"))
                                         for g in ("web", "postgres", "worker")},
-                       "cpu_ms_per_vote": 1000 * sum(cpu.values()) / n if n else float("nan")}
+                       "cpu_ms_per_vote": 1000 * sum(cpu.values()) / n if n else float("nan"),
+                       "client_cpu_ms_per_vote": 1000 * out["client_cpu_s"] / n if n else float("nan")}
+                # What these cores could carry if nothing else ran: every vote costs the stack's CPU and
+                # the load generator's (which shares the cores here).
+                row["ceiling_votes_per_s"] = (1000 * (os.cpu_count() or 1)
+                                              / (row["cpu_ms_per_vote"] + row["client_cpu_ms_per_vote"]))
                 rows.append(row)
                 print(f"{n_tasks:>7} {scenario:>8} {level:>4} {row['votes_per_s']:>8.1f} {row['acknowledged']:>6} "
                       f"{n:>6} {row['errors']:>5}  {row['p50_ms']:>6.1f} {row['p95_ms']:>6.1f} {row['p99_ms']:>6.1f}"
                       f"  {row['cpu_ms_per_vote']:>6.1f} = {row['cpu_web_ms_per_vote']:.1f} web + "
-                      f"{row['cpu_postgres_ms_per_vote']:.1f} pg + {row['cpu_worker_ms_per_vote']:.1f} worker",
-                      flush=True)
+                      f"{row['cpu_postgres_ms_per_vote']:.1f} pg + {row['cpu_worker_ms_per_vote']:.1f} worker; "
+                      f"load generator {row['client_cpu_ms_per_vote']:.1f} ms/vote, so {os.cpu_count()} cores carry at "
+                      f"most {row['ceiling_votes_per_s']:.0f} votes/s", flush=True)
                 for sample in row["error_samples"]:
                     print(f"        error: {sample}")
             aggregation[scenario] = aggregation_state(db.dsn, campaign)
