@@ -1,7 +1,7 @@
 """LDA topic labels (seed 000, Section 4 and supplementary Section 2): each image's topic
 distribution, the soft label of the captioner's weakly supervised CNN.
 
-``lda_topics`` is a run-level caption step. ``decide_run`` sees the comments that survived the
+``lda_topics`` is a run-level caption step. It sees the comments that survived the
 earlier steps (AVA-Captions, not raw comments: the paper's first "key implementation step"), makes
 one document per image from all its comments, and builds the vocabulary from the informative
 n-grams of ``informativeness.ngrams`` (noun unigrams and descriptor-object bigrams) that occur in
@@ -10,6 +10,15 @@ composition" are left out; ``min_doc_count`` (ours: an n-gram of a single commen
 images) and ``max_features`` (the paper's M = 25,000, most frequent first) bound it. It fits
 scikit-learn's LatentDirichletAllocation with K = ``n_topics`` (200 in the paper) and
 ``random_state`` (same rows and parameters, same topics), and infers each image's distribution.
+
+In bounded memory, whatever the run's size: ``prepare_run`` takes one streamed pass over the run's
+comments, ordered by image (topics_corpus.py): the n-gram counts that make the vocabulary cover every
+comment, and the model is fitted on at most ``fit_sample`` images (50,000; a sample seeded by
+``random_state``, the same images whatever order they come in). ``decide_run`` is then called batch
+by batch (``run_shard = "image_id"``: an image's comments in one batch) and infers each batch's
+images with the fitted model. A run of no more than ``fit_sample`` images is fitted whole, and its
+topics are those of fitting and inferring it in one call. ``decide_run`` without ``prepare_run`` takes
+its rows as the whole run (tests, previews).
 
 The paper's bounds assume 1.3M comments. On a first collection of a few dozen, 10% of the comments is
 two or three, and with ``min_doc_count`` 2 next to nothing qualifies ("no_vocabulary"). With
@@ -25,12 +34,13 @@ topic probability and details {"top_topic", "topic_words"}; an image whose comme
 the vocabulary gets "na" with ``no_topic_ngrams`` (a uniform label would teach the CNN nothing), and
 every caption gets "na" with ``no_vocabulary`` when the run has no vocabulary at all.
 
-Storage happens after the decisions, outside the filter: the instance keeps the fitted ``model``
-(a ``TopicModel``) and ``distributions`` ({image_id: [K floats]}), and the executor calls
-``save_run_topics(filter, run)``, which stores the model as a FilterArtifact (an .npz file:
-``components`` K x V float32, ``vocabulary``, ``meta`` JSON; written byte-for-byte reproducibly, so
-finalising twice reuses the same artifact) and upserts one ImageTopics row per image
-(``store_image_topics``). ``load_topic_model(artifact)`` gives the model back to infer the topics of
+Storage happens outside the filter: the instance keeps the fitted ``model`` (a ``TopicModel``) and
+the last ``decide_run``'s ``distributions`` ({image_id: [K floats]}). The executor stores the model
+after ``prepare_run`` (``save_run_model``: a FilterArtifact, an .npz file: ``components`` K x V
+float32, ``vocabulary``, ``meta`` JSON; written byte-for-byte reproducibly, so finalising twice
+reuses the same artifact) and upserts each batch's ImageTopics rows (``store_image_topics``);
+``save_run_topics(filter, run)`` does both after a whole run decided in one call.
+``load_topic_model(artifact)`` gives the model back to infer the topics of
 new images, and ``topic_words(artifact, n)`` lists each topic's top n-grams for display.
 """
 from __future__ import annotations
@@ -40,15 +50,17 @@ import io
 import json
 import zipfile
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .base import Decision, Filter, Item, keep, not_applicable
 from .registry import register
+from .topics_corpus import MAX_CHARS, RunCorpus, image_batches, ngrams_of_texts
 
 MODEL_FORMAT = "captionlab.lda/1"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
-MAX_CHARS = 20_000  # per comment for topic n-grams; the longest AVA comment has 137 words
+PARSE_BATCH = 2000  # comments parsed at a time in prepare_run's pass
 
 
 @dataclass
@@ -154,7 +166,9 @@ def topic_words(artifact_or_model, n: int = 10) -> list[list[str]]:
 @register
 class LdaTopics(Filter):
     name = "lda_topics"
-    version = 2  # 2: bounds and K adapt to small collections; n-grams stop at punctuation
+    # 2: bounds and K adapt to small collections; n-grams stop at punctuation. 3: a run of more than fit_sample
+    # images is fitted on a sample of them (streamed; a smaller run's topics are those of version 2).
+    version = 3
     label = "LDA topic labels (AVA-Captions)"
     description = ("One document per image from its kept comments; LDA over the informative n-grams that "
                    "occur in fewer than max_doc_freq of the comments; stores each image's topic distribution.")
@@ -171,6 +185,10 @@ class LdaTopics(Filter):
         "doc_topic_prior": None,  # None: 1/K (scikit-learn's default)
         "topic_word_prior": None,
         "topic_words_in_details": 5,
+        # The model is fitted on at most this many images (documents), a sample seeded by random_state; the
+        # vocabulary still comes from every comment, and every image is labelled. A run of no more images is
+        # fitted whole, as before. 0 or None: every image (memory then grows with the run).
+        "fit_sample": 50_000,
     }
 
     def __init__(self, params=None, state=None):
@@ -181,39 +199,89 @@ class LdaTopics(Filter):
             raise ValueError("lda_topics: max_doc_freq must be in (0, 1]")
         if self.params["learning_method"] not in ("batch", "online"):
             raise ValueError("lda_topics: learning_method must be 'batch' or 'online'")
+        sample = self.params["fit_sample"]
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 0):
+            raise ValueError(f"lda_topics: fit_sample must be a whole number of images, 0 or null, not {sample!r}")
         self.model: TopicModel | None = None
-        self.distributions: dict[int, list[float]] = {}
+        self.distributions: dict[int, list[float]] = {}  # the topics of the images of the last decide_run
+        self.images_labelled = 0  # images given topics since prepare_run
+        self._prepared = False  # prepare_run has fitted the model; decide_run infers batch by batch
+        self._fitted = None  # the fitted scikit-learn estimator
+        self._parsed: dict[str, list[str]] = {}  # n-grams of the texts parsed last (see ngrams_of_texts)
 
     def apply(self, items: list[Item]) -> list[Decision]:  # run level only: nothing to decide per chunk
         return [keep() for _ in items]
 
-    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
-        import numpy as np
+    # Decided batch by batch, an image's comments together (one document): prepare_run counts the n-grams over
+    # the whole run and fits the model on a sample of its images, decide_run infers each batch's topics.
+    run_shard = "image_id"
 
+    def prepare_run(self, rows: Iterable[dict]) -> None:
+        """One streamed pass over the run's survivors, ordered by image id: the vocabulary from every comment's
+        n-grams, the model fitted on at most ``fit_sample`` images (all of a smaller run)."""
+        corpus = self._read_run(rows)
+        self._prepared, self.images_labelled = True, 0
+        self.model, self._fitted, self.distributions = None, None, {}
+        vocabulary, bounds = self._adapted_vocabulary(corpus.doc_freq, corpus.freq, corpus.comments)
+        if vocabulary:
+            self._fit(vocabulary, bounds, corpus)
+
+    def _read_run(self, rows: Iterable[dict]) -> RunCorpus:
         from .informativeness import ngrams
 
-        comment_ngrams = _ngrams_of_texts([row["text"] or "" for row in rows], ngrams)
-        by_image: dict[int, list[int]] = defaultdict(list)
-        for position, row in enumerate(rows):
-            by_image[row["image_id"]].append(position)
-        vocabulary, bounds = self.adapted_vocabulary(comment_ngrams)
-        self.model, self.distributions = None, {}
-        if not vocabulary:
-            return {row["caption_id"]: not_applicable("no_vocabulary") for row in rows}
+        corpus = RunCorpus(self.params["fit_sample"], self.params["random_state"])
+        self._parsed = {}
+        for images in image_batches(rows, PARSE_BATCH):
+            texts = [row["text"] or "" for image in images for row in image]
+            grams = iter(ngrams_of_texts(texts, ngrams, self._parsed))
+            for image in images:
+                corpus.add_image(image[0]["image_id"], [next(grams) for _ in image])
+        return corpus
 
-        image_ids = sorted(by_image)
-        documents = [[g for p in by_image[i] for g in comment_ngrams[p]] for i in image_ids]
-        matrix = _count_matrix(documents, {w: j for j, w in enumerate(vocabulary)})
-        nonempty = np.flatnonzero(matrix.getnnz(axis=1))  # never empty: the vocabulary comes from these rows
+    def _fit(self, vocabulary: list[str], bounds: dict, corpus: RunCorpus) -> None:
+        """The model fitted on the corpus's sample of documents (none: a sample without any of the vocabulary)."""
+        import numpy as np
+
+        self._index = {w: j for j, w in enumerate(vocabulary)}
+        matrix = _count_matrix(corpus.sample()[1], self._index)
+        nonempty = np.flatnonzero(matrix.getnnz(axis=1))  # all of a run fitted whole: the vocabulary is theirs
+        if not len(nonempty):
+            return
         n_topics = int(self.params["n_topics"])
         if self.params["adapt_bounds"]:
             n_topics = min(n_topics, len(nonempty))
         bounds["n_topics"] = n_topics
-        lda = self._estimator(n_topics)
-        distributions = lda.fit_transform(matrix[nonempty])
-        self.model = TopicModel(vocabulary=vocabulary, components=lda.components_,
-                                meta={**self._meta(lda, rows, by_image, len(nonempty)), "vocabulary_bounds": bounds})
-        top_words = self.model.top_words(int(self.params["topic_words_in_details"]))
+        self._fitted = self._estimator(n_topics).fit(matrix[nonempty])
+        meta = {**self._meta(self._fitted, len(nonempty)), "comments": corpus.comments, "images": corpus.images,
+                "vocabulary_bounds": bounds}
+        if corpus.sampled:  # the model saw these images only; the counts above and the vocabulary are the run's
+            meta["fit_sample"] = {"images": matrix.shape[0]}
+        self.model = TopicModel(vocabulary=vocabulary, components=self._fitted.components_, meta=meta)
+        self._top_words = self.model.top_words(int(self.params["topic_words_in_details"]))
+
+    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
+        """The decisions of these rows (a batch of whole images after ``prepare_run``; without it, the whole
+        run, fitted first); ``distributions`` holds their images' topics."""
+        import numpy as np
+
+        from .informativeness import ngrams
+
+        if not self._prepared:  # the rows are the whole run
+            self.prepare_run(sorted(rows, key=lambda row: row["image_id"]))
+            self._prepared = False
+        self.distributions = {}
+        if self.model is None:
+            return {row["caption_id"]: not_applicable("no_vocabulary") for row in rows}
+        comment_ngrams = ngrams_of_texts([row["text"] or "" for row in rows], ngrams, self._parsed)
+        by_image: dict[int, list[int]] = defaultdict(list)
+        for position, row in enumerate(rows):
+            by_image[row["image_id"]].append(position)
+        image_ids = sorted(by_image)
+        documents = [[g for p in by_image[i] for g in comment_ngrams[p]] for i in image_ids]
+        matrix = _count_matrix(documents, self._index)
+        nonempty = np.flatnonzero(matrix.getnnz(axis=1))
+        distributions = self._fitted.transform(matrix[nonempty]) if len(nonempty) else []
+        self.images_labelled += len(nonempty)
 
         decisions: dict[int, Decision] = {}
         labelled = {image_ids[i]: distributions[k] for k, i in enumerate(nonempty)}
@@ -227,7 +295,7 @@ class LdaTopics(Filter):
             top = int(np.argmax(dist))
             for p in by_image[image_id]:
                 decisions[rows[p]["caption_id"]] = keep("", round(float(dist[top]), 6), top_topic=top,
-                                                        topic_words=top_words[top])
+                                                        topic_words=self._top_words[top])
         return decisions
 
     def vocabulary(self, comment_ngrams: list[list[str]]) -> list[str]:
@@ -239,8 +307,10 @@ class LdaTopics(Filter):
     def adapted_vocabulary(self, comment_ngrams: list[list[str]]) -> tuple[list[str], dict]:
         """The vocabulary, and the bounds that gave it: the paper's, loosened step by step (see the module)
         while they leave nothing and ``adapt_bounds`` is on."""
-        doc_freq, freq = _frequencies(comment_ngrams)
-        limit = float(self.params["max_doc_freq"]) * len(comment_ngrams)
+        return self._adapted_vocabulary(*_frequencies(comment_ngrams), len(comment_ngrams))
+
+    def _adapted_vocabulary(self, doc_freq: Counter, freq: Counter, comments: int) -> tuple[list[str], dict]:
+        limit = float(self.params["max_doc_freq"]) * comments
         floor = int(self.params["min_doc_count"] or 1)
         tries = [(limit, floor)]
         if self.params["adapt_bounds"]:
@@ -271,13 +341,14 @@ class LdaTopics(Filter):
             doc_topic_prior=self.params["doc_topic_prior"], topic_word_prior=self.params["topic_word_prior"],
         )
 
-    def _meta(self, lda, rows, by_image, labelled: int) -> dict:
+    def _meta(self, lda, labelled: int) -> dict:
+        """The estimator's priors and settings, the parameters, and how many of the images fitted on had
+        vocabulary n-grams (``images_labelled``: the run's, unless the model was fitted on a sample)."""
         return {
             "doc_topic_prior": float(getattr(lda, "doc_topic_prior_", 1 / lda.n_components)),
             "topic_word_prior": float(getattr(lda, "topic_word_prior_", 1 / lda.n_components)),
             "estimator": {"max_doc_update_iter": lda.max_doc_update_iter, "mean_change_tol": lda.mean_change_tol},
-            "params": dict(self.params), "comments": len(rows), "images": len(by_image),
-            "images_labelled": labelled,
+            "params": dict(self.params), "images_labelled": labelled,
         }
 
 
@@ -288,20 +359,6 @@ def _frequencies(comment_ngrams: list[list[str]]) -> tuple[Counter, Counter]:
         doc_freq.update(set(grams))
         freq.update(grams)
     return doc_freq, freq
-
-
-def _ngrams_of_texts(texts: list[str], extract) -> list[list[str]]:
-    """Unigrams + bigrams of each text, each distinct text parsed once (POS only), streamed."""
-    from . import nlp
-
-    pipeline = nlp.load(frozenset({"pos"}))
-    texts = [t[:MAX_CHARS] for t in texts]  # spaCy refuses texts over nlp.max_length; comments are far shorter
-    distinct = list(dict.fromkeys(texts))
-    grams = {}
-    for text, doc in zip(distinct, pipeline.pipe(distinct, batch_size=256)):
-        unigrams, bigrams = extract(doc)
-        grams[text] = unigrams + bigrams
-    return [grams[t] for t in texts]
 
 
 # --- Storage: what the executor calls after decide_run ----------------------------------------------
@@ -318,19 +375,35 @@ def store_image_topics(artifact, distributions: dict[int, list[float]], *, batch
 
 
 def save_run_topics(lda: LdaTopics, run):
-    """After ``lda.decide_run(rows)``: store the fitted model as a FilterArtifact of this run's
-    collection and each image's distribution as ImageTopics. Returns the artifact, or None when
+    """After ``lda.decide_run(rows)`` over a whole run: store the fitted model as a FilterArtifact of this
+    run's collection and each image's distribution as ImageTopics. Returns the artifact, or None when
     nothing was fitted. Safe to call twice: the same model bytes reuse the same artifact."""
+    artifact = save_run_model(lda, run)
+    if artifact is not None:
+        store_image_topics(artifact, lda.distributions)
+        save_images_labelled(artifact, len(lda.distributions))
+    return artifact
+
+
+def save_run_model(lda: LdaTopics, run):
+    """The fitted model as a FilterArtifact of the run's collection (None when nothing was fitted), before
+    the run's batches are decided: each batch's distributions are then stored with ``store_image_topics``."""
     if lda.model is None:
         return None
     data = model_to_bytes(lda.model)
     summary = {"run": run.pk, "n_topics": lda.model.n_topics, "vocabulary": len(lda.model.vocabulary),
                "comments": lda.model.meta.get("comments"), "images": lda.model.meta.get("images"),
-               "images_labelled": len(lda.distributions)}
-    artifact = artifact_create(LdaTopics.name, data, extension="npz", collection=run.collection,
-                               params=dict(lda.params), summary=summary)
-    store_image_topics(artifact, lda.distributions)
-    return artifact
+               "images_labelled": None}
+    return artifact_create(LdaTopics.name, data, extension="npz", collection=run.collection,
+                           params=dict(lda.params), summary=summary)
+
+
+def save_images_labelled(artifact, labelled: int) -> None:
+    """The number of images labelled, in the summary of an artifact this run created (a reused one keeps
+    the summary of the run that created it)."""
+    if artifact.summary.get("images_labelled") is None:
+        artifact.summary = {**artifact.summary, "images_labelled": labelled}
+        artifact.save(update_fields=["summary"])
 
 
 def artifact_create(filter_name: str, data: bytes, *, extension: str, collection=None, params=None, summary=None):
@@ -399,5 +472,6 @@ def image_topics(image, *, top: int = 3, distribution: bool = False) -> list[dic
     return out
 
 
-__all__ = ["LdaTopics", "image_topics", "TopicModel", "save_run_topics", "store_image_topics", "load_topic_model",
+__all__ = ["LdaTopics", "image_topics", "TopicModel", "save_run_topics", "save_run_model", "save_images_labelled",
+           "store_image_topics", "load_topic_model", "MAX_CHARS",
            "topic_words", "model_to_bytes", "model_from_bytes", "artifact_create"]

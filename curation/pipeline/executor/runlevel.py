@@ -5,8 +5,9 @@ drops, the latest transformed text and entity types joined in SQL (no list of ev
 this process), and streamed through a server-side cursor in batches of RUN_LEVEL_BATCH rows. A step
 whose decision about a row depends only on that row, or only on the rows that share a key with it,
 is decided batch by batch (``run_shard``): its memory does not grow with the run (rare entity types
-count over one streamed pass first, ``prepare_run``). Other steps (a topic model, near duplicates,
-embeddings) still receive every surviving row in one list
+count over one streamed pass first, ``prepare_run``; the topic model fits on a sample of that pass
+and stores each batch's topics as it goes). Other steps (near duplicates, embeddings) still receive
+every surviving row in one list
 and return a decision for each, which is what their ``decide_run`` asks for; the executor streams what
 is around them, and writes their decisions in batches.
 
@@ -17,8 +18,8 @@ A filter says how its rows may be split with the class attribute ``run_shard``:
 - None (the default): the whole run in one call.
 
 A filter may also define ``prepare_run(rows)``, called first with the survivors as an iterator (one
-streamed pass, for run-wide counts), before ``decide_run`` is called batch by batch. Filters that do
-not declare ``run_shard`` but are known to allow it are listed in SHARDS.
+streamed pass, for run-wide counts, in the order of its key), before ``decide_run`` is called batch
+by batch. Filters that do not declare ``run_shard`` but are known to allow it are listed in SHARDS.
 """
 from __future__ import annotations
 
@@ -84,22 +85,20 @@ def finalise(run: FilterRun) -> None:
         shard = shard_of(step, flt)
         if shard:
             if hasattr(flt, "prepare_run"):
-                flt.prepare_run(_survivors(run, position, step))
+                flt.prepare_run(_survivors(run, position, step, order=shard))
+            topics = _RunTopics(flt, run, position) if step["filter"] == "lda_topics" else None
             for rows in _batches(_survivors(run, position, step, order=shard), shard):
                 _write_run_level(run, position, step, rows, flt.decide_run(rows), tally)
+                if topics:
+                    topics.store_batch()
+            if topics:
+                topics.finish()
         else:
             rows = list(_survivors(run, position, step))
             results = flt.decide_run(rows) if rows else {}
             for start in range(0, len(rows), RUN_LEVEL_BATCH):
                 _write_run_level(run, position, step, rows[start:start + RUN_LEVEL_BATCH], results, tally)
             del rows, results
-        if step["filter"] == "lda_topics" and tally:  # the fitted model and each image's topics
-            from ..topics import save_run_topics
-
-            artifact = save_run_topics(flt, run)
-            if artifact:
-                run.artifacts = {**(run.artifacts or {}), str(position): artifact.pk}
-                run.save(update_fields=["artifacts"])
         if tally.get(DROP):
             retracted += _retract_later(run, position, step, _dropped_at(run, position, step))
     with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
@@ -107,6 +106,31 @@ def finalise(run: FilterRun) -> None:
         if run.funnel is None:
             run.funnel = compute_funnel(run)
         run.save(update_fields=["funnel"])
+
+
+class _RunTopics:
+    """lda_topics' storage, batch by batch: the model fitted by ``prepare_run`` as the run's artifact of this
+    step, then each decided batch's topic distributions as ImageTopics (no image's kept past its batch)."""
+
+    def __init__(self, flt, run: FilterRun, position: int):
+        from ..topics import save_run_model
+
+        self.flt, self.artifact = flt, save_run_model(flt, run)
+        if self.artifact is not None:
+            run.artifacts = {**(run.artifacts or {}), str(position): self.artifact.pk}
+            run.save(update_fields=["artifacts"])
+
+    def store_batch(self) -> None:
+        from ..topics import store_image_topics
+
+        if self.artifact is not None:
+            store_image_topics(self.artifact, self.flt.distributions)
+
+    def finish(self) -> None:
+        from ..topics import save_images_labelled
+
+        if self.artifact is not None:
+            save_images_labelled(self.artifact, self.flt.images_labelled)
 
 
 def _write_run_level(run: FilterRun, position: int, step: dict, rows: list[dict], results: dict,
