@@ -78,7 +78,8 @@ class HotTokenScheme(OpenApiAuthenticationExtension):
 _ERROR = inline_serializer("HotError", {"detail": serializers.CharField(), "code": serializers.CharField(required=False)})
 _NEXT = inline_serializer("NextTask", {
     "stage": serializers.ChoiceField(choices=["training", "qualification", "work", "done", "failed"]),
-    "task": serializers.JSONField(allow_null=True, help_text="id, role, image_url, caption, candidates, expires_at"),
+    "task": serializers.JSONField(allow_null=True, help_text="id, role, image_url, caption, candidates, expires_at; "
+                                                             "verify_rewrite: rewrite {original, rewrite, uncertain}"),
     "choices": serializers.JSONField(required=False), "kind": serializers.CharField(required=False),
     "message": serializers.CharField(required=False)})
 _VOTE_IN = inline_serializer("VoteIn", {"value": serializers.JSONField(), "seconds": serializers.FloatField(required=False)})
@@ -215,7 +216,7 @@ def _task_payload(campaign: Campaign, served: routing.Served, worker) -> dict:
         candidates = [{"id": int(cid), "text": texts[int(cid)]} for cid in kind.candidate_order(task, worker.pk)
                       if int(cid) in texts]
     role = Task.Role.REAL if task.role == Task.Role.GOLD else task.role
-    return {
+    payload = {
         "id": task.pk,
         "role": role,
         "image_url": reverse("image-file", args=[task.image_id]),
@@ -223,6 +224,12 @@ def _task_payload(campaign: Campaign, served: routing.Served, worker) -> dict:
         "candidates": candidates,
         "expires_at": served.reservation.expires_at.isoformat() if served.reservation else None,
     }
+    if kind.name == "verify_rewrite":  # the original, the rewrite to verify and why the filter was unsure
+        from .verify_rewrites import rewrite_of
+
+        rewrite = rewrite_of(task) or {}
+        payload["rewrite"] = {k: rewrite.get(k) for k in ("original", "rewrite", "uncertain")}
+    return payload
 
 
 @extend_schema(request=None, responses={200: _NEXT, 403: _ERROR, 404: _ERROR, 409: _ERROR},

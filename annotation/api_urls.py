@@ -13,5 +13,6 @@ router.register("campaigns", api.CampaignViewSet, basename="api-campaign")
 urlpatterns = [
     path("", include("annotation.api_hot")),
     path("", include("annotation.api_results")),
+    path("", include("annotation.api_verify")),
     path("", include(router.urls)),
 ]

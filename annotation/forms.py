@@ -12,7 +12,8 @@ from .kinds import KIND_CHOICES, KINDS
 from .models import Campaign, Task
 
 OUTCOME_CHOICES = [("", "Every item the run decided on"), ("keep", "Kept items"), ("drop", "Dropped items")]
-SELECTION_FIELDS = ("collection", "run", "step", "outcome", "score_min", "score_max", "origin", "sample", "seed")
+SELECTION_FIELDS = ("collection", "run", "step", "outcome", "reason", "score_min", "score_max", "origin", "sample",
+                    "seed")
 
 
 class KindSelect(forms.RadioSelect):
@@ -131,6 +132,9 @@ class CampaignForm(CrowdForm):
     step = forms.IntegerField(required=False, min_value=0, label="Step of the run",
                               help_text="Needed for kept / dropped by one filter and for a score range.")
     outcome = forms.ChoiceField(choices=OUTCOME_CHOICES, required=False, label="Items")
+    reason = forms.CharField(required=False, max_length=60, label="Decision reason",
+                             help_text="Only the step's decisions with this reason, e.g. uncertain_rewrite "
+                                       "(needs a run and a step).")
     score_min = forms.FloatField(required=False, label="Score from")
     score_max = forms.FloatField(required=False, label="Score to")
     origin = forms.ChoiceField(choices=[("", "Any origin")] + list(Caption.Origin.choices), required=False,
@@ -172,7 +176,8 @@ class CampaignForm(CrowdForm):
         super().__init__(*args, **kwargs)
         self.fields["members"].queryset = services.eligible_annotators()  # fresh per request
         self.fields["rate_campaign"].queryset = Campaign.objects.filter(
-            kind__in=[k for k, spec in KINDS.items() if spec.target == "caption"]).order_by("name")
+            kind__in=[k for k, spec in KINDS.items() if spec.target == "caption" and k != "verify_rewrite"]
+        ).order_by("name")
 
     def clean_name(self):
         name = (self.cleaned_data.get("name") or "").strip()
@@ -187,6 +192,8 @@ class CampaignForm(CrowdForm):
             self.add_error("step", f"Run #{run.pk} has {len(run.snapshot or [])} steps; choose one of them.")
         if step is not None and run is None:
             self.add_error("run", "A step needs a filter run.")
+        if (data.get("reason") or "").strip() and (run is None or step is None):
+            self.add_error("reason", "Selecting decisions by reason needs a filter run and a step.")
         return data
 
     def selection(self) -> dict:
@@ -196,6 +203,7 @@ class CampaignForm(CrowdForm):
             "run": data["run"].pk if data.get("run") else None,
             "step": data.get("step"),
             "outcome": data.get("outcome") or "",
+            "reason": (data.get("reason") or "").strip(),
             "score_min": data.get("score_min"),
             "score_max": data.get("score_max"),
             "origin": data.get("origin") or "",
@@ -223,6 +231,14 @@ class CampaignForm(CrowdForm):
         """For the step select: each recent run with its snapshot's steps."""
         runs = FilterRun.objects.select_related("pipeline", "collection").order_by("-created_at")[:50]
         return [(run, [(i, step.get("filter", "?")) for i, step in enumerate(run.snapshot or [])]) for run in runs]
+
+
+PREFILL_FIELDS = ("kind", "collection", "run", "step", "outcome", "reason", "name")
+
+
+def prefill(query) -> dict:
+    """The create form's initial values from a link's query (the step page's "Verify N uncertain rewrites")."""
+    return {name: query.get(name) for name in PREFILL_FIELDS if query.get(name)}
 
 
 class MembersForm(forms.Form):

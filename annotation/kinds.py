@@ -202,6 +202,41 @@ class CandidatesKind(Kind):
         return order
 
 
+@dataclass(frozen=True)
+class VerifyRewriteKind(Kind):
+    """Verify a rewrite a filter was unsure of (hypernymization's ``uncertain_rewrite``): the task's
+    source decision holds the original caption (text_before) and the rewrite (text_after). The vote is
+    ``{"label": "keep"}``, ``{"label": "drop"}`` or ``{"label": "fix", "text": "<the corrected rewrite>"}``;
+    the label alone counts for agreement and dynamic overlap, the fixed texts are tallied when the
+    verdicts are applied (``annotation.verify_rewrites``)."""
+
+    def validate(self, value, task, *, text_checks: bool = True):
+        label, text = (value.get("label"), value.get("text")) if isinstance(value, dict) else (value, None)
+        allowed = [c.value for c in self.choices]
+        if not isinstance(label, str) or label not in allowed:
+            raise VoteInvalid(f"{label!r} is not one of this campaign's answers: {', '.join(allowed)}.")
+        if label != "fix":
+            return {"label": label}
+        if text is not None and not isinstance(text, str):
+            raise VoteInvalid("The corrected rewrite must be text.")
+        text = " ".join((text or "").split())
+        if not text:
+            raise VoteInvalid("Fix needs the corrected rewrite: type it in the box (or choose Keep or Drop).")
+        campaign = task.campaign
+        if len(text) > campaign.text_max_chars:
+            raise VoteInvalid(f"The corrected rewrite is too long: {len(text)} characters, at most "
+                              f"{campaign.text_max_chars}.")
+        if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
+            raise VoteInvalid("The corrected rewrite has no words (markup alone is not a caption).")
+        if text_checks:
+            from .text_checks import check_caption
+
+            problem = check_caption(text, campaign.text_language)
+            if problem:
+                raise VoteInvalid(problem)
+        return {"label": label, "text": text}
+
+
 FLUENCY = Kind(
     name="fluency", label="Rate fluency", target="caption", seed="004",
     description="Is the sentence fluent English? Sentences with inconsistent or 'difficult' votes are "
@@ -254,8 +289,19 @@ WRITE = WriteKind(
     question="Describe the image in one sentence: who or what is there, what they are doing, and where.",
 )
 
+VERIFY_REWRITE = VerifyRewriteKind(
+    name="verify_rewrite", label="Verify uncertain rewrites (keep / fix / drop)", target="caption", seed="002",
+    description="A rewrite hypernymization was unsure of (an entity type guessed from context, e.g. an unknown "
+                "name next to a landmark) shown with the original caption: Keep it, Fix it (type the corrected "
+                "rewrite) or Drop the caption. Applying the verdicts writes them onto the run's decisions (seed "
+                "002, Section 3.4: the people-and-models stand-in for the paper's Knowledge Graph).",
+    question="Is the rewrite a correct, name-free version of the original caption?",
+    choices=(Choice("keep", "Keep: the rewrite is right", "1"), Choice("fix", "Fix: I type the correct rewrite", "2"),
+             Choice("drop", "Drop: the caption cannot be saved", "3")),
+)
+
 KINDS: dict[str, Kind] = {k.name: k for k in (WRITE, FLUENCY, INFORMATIVENESS, INFORMATIVENESS_SCORE, QUALITY,
-                                               RELEVANCE_FLUENCY, GOOD_COMMON_BAD)}
+                                               RELEVANCE_FLUENCY, GOOD_COMMON_BAD, VERIFY_REWRITE)}
 KIND_CHOICES = [(k.name, k.label) for k in KINDS.values()]
 
 
@@ -266,5 +312,5 @@ def get_kind(name: str) -> Kind:
         raise VoteInvalid(f"Unknown campaign kind {name!r}.") from None
 
 
-__all__ = ["Kind", "Choice", "SliderKind", "WriteKind", "CandidatesKind", "KINDS", "KIND_CHOICES", "get_kind",
-           "VoteInvalid"]
+__all__ = ["Kind", "Choice", "SliderKind", "WriteKind", "CandidatesKind", "VerifyRewriteKind", "KINDS", "KIND_CHOICES",
+           "get_kind", "VoteInvalid"]

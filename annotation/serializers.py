@@ -125,6 +125,9 @@ class CampaignCreateSerializer(serializers.Serializer):
     step = serializers.IntegerField(required=False, allow_null=True, min_value=0,
                                     help_text="the run's step whose decisions select the items")
     outcome = serializers.ChoiceField(choices=["keep", "drop"], required=False, allow_blank=True)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=60,
+                                   help_text="only the step's decisions with this reason, e.g. uncertain_rewrite "
+                                             "(needs run and step)")
     score_min = serializers.FloatField(required=False, allow_null=True)
     score_max = serializers.FloatField(required=False, allow_null=True)
     origin = serializers.ChoiceField(choices=Caption.Origin.choices, required=False, allow_blank=True)
@@ -171,7 +174,7 @@ class CampaignCreateSerializer(serializers.Serializer):
     def validate_members(self, names):
         return resolve_annotators(names)
 
-    SELECTION = ("collection", "run", "step", "outcome", "score_min", "score_max", "origin", "sample", "seed")
+    SELECTION = ("collection", "run", "step", "outcome", "reason", "score_min", "score_max", "origin", "sample", "seed")
 
     def validate(self, attrs):
         lo, hi = attrs.get("score_min"), attrs.get("score_max")
@@ -182,6 +185,9 @@ class CampaignCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError({"score_min": ["A score range needs a filter run and a step."]})
         if attrs.get("step") is not None and attrs.get("run") is None:
             raise serializers.ValidationError({"step": ["A step needs a filter run."]})
+        if (attrs.get("reason") or "").strip() and (attrs.get("run") is None or attrs.get("step") is None):
+            raise serializers.ValidationError({"reason": ["Selecting decisions by reason needs a filter run and a "
+                                                          "step."]})
         lo_chars, hi_chars = attrs.get("text_min_chars"), attrs.get("text_max_chars")
         if lo_chars is not None and hi_chars is not None and lo_chars > hi_chars:
             raise serializers.ValidationError({"text_max_chars": ["The length limit is below the minimum length."]})

@@ -20,6 +20,7 @@ from .routing import worker_for_user
 # from the whole selection, or it is refused with its size (``_sampled``).
 MAX_TASKS = 200_000
 MAX_CANDIDATES = 8
+VERIFY_KIND = "verify_rewrite"  # its items are a run's rewrites (annotation.verify_rewrites)
 
 
 class CampaignError(Exception):
@@ -63,7 +64,8 @@ def _check_settings(fields: dict) -> None:
 
 
 def select_items(kind_name: str, selection: dict) -> list[dict]:
-    """The task rows a selection gives: [{image_id, caption_id, candidates, model_score, decision}]."""
+    """The task rows a selection gives: [{image_id, caption_id, candidates, model_score, decision}]. With a
+    run and a step, ``reason`` keeps the step's decisions with that reason (e.g. uncertain_rewrite)."""
     kind = get_kind(kind_name)
     try:
         collection = Collection.objects.get(pk=selection.get("collection"))
@@ -74,6 +76,12 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
     outcome = selection.get("outcome") or ""
     lo, hi = selection.get("score_min"), selection.get("score_max")
     origin = selection.get("origin") or ""
+    reason = (selection.get("reason") or "").strip()
+    if kind.name == VERIFY_KIND and not run_id:
+        raise CampaignError("A verify-rewrite campaign needs a filter run (its hypernymize step's rewrites are "
+                            "the items).", field="run")
+    if reason and (not run_id or step in (None, "")):
+        raise CampaignError("Selecting decisions by reason needs a filter run and a step.", field="reason")
     captions = Caption.objects.filter(image__collection=collection, image__status="ready")
     if origin:
         captions = captions.filter(origin=origin)
@@ -84,8 +92,15 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
         except (FilterRun.DoesNotExist, ValueError, TypeError):
             raise CampaignError("That filter run is not a run over this collection.", field="run") from None
         decisions = FilterDecision.objects.filter(run=run, caption__isnull=False)
+        if kind.name == VERIFY_KIND:
+            from .verify_rewrites import check_selection
+
+            check_selection(run, step)
+            decisions = decisions.exclude(text_after="")  # only rewrites can be verified
         if step not in (None, ""):
             decisions = decisions.filter(step=int(step))
+            if reason:
+                decisions = decisions.filter(reason=reason)
             if outcome in ("keep", "drop"):
                 decisions = decisions.filter(FilterDecision.final_is(outcome))
             if lo not in (None, ""):
@@ -94,6 +109,10 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
                 decisions = decisions.filter(score__lte=float(hi))
             for cid, score, did in decisions.values_list("caption_id", "score", "pk"):
                 scores[cid] = (score, did)
+            if reason and not scores:
+                raise CampaignError(f"No decision of step {step} of run #{run.pk} has the reason {reason!r}"
+                                    f"{' with a rewrite' if kind.name == VERIFY_KIND else ''}.", code="empty",
+                                    field="reason")
             captions = captions.filter(pk__in=list(scores))
         else:
             dropped = FilterDecision.objects.filter(FilterDecision.final_is("drop"), run=run, caption=OuterRef("pk"))

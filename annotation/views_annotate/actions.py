@@ -30,6 +30,11 @@ def _value_from_post(kind, post, task_candidates: list | None):
         return label
     if widget == "slider":
         return post.get("score", "")
+    if widget == "verify":
+        label = post.get("label", "")
+        if not label:
+            raise RoutingError("Choose Keep, Fix or Drop first.", "invalid_value", 400)
+        return {"label": label, "text": post.get("text", "")}
     if widget == "write":
         text = post.get("text", "")
         if text.strip() and not any(ch.isalpha() for ch in strip_tags(text)):
@@ -56,6 +61,8 @@ def _posted_value_for_display(kind, post, task_candidates) -> dict:
     widget = _widget(kind)
     if widget == "choices":
         return {"label": post.get("label", "")}
+    if widget == "verify":
+        return {"label": post.get("label", ""), "text": post.get("text", "")}
     if widget == "slider":
         try:
             return {"score": float(post.get("score", ""))}
@@ -170,9 +177,9 @@ def _refusal(request, access: Access, error: RoutingError, task_id: int, vote_id
 def _unsaved(kind, value: dict) -> str:
     """The refused answer in words, for a task the page no longer shows: the text written, or the
     answer picked."""
-    if _widget(kind) == "write":
+    if _widget(kind) in ("write", "verify") and (value.get("text") or "").strip():
         return (value.get("text") or "").strip()
-    if _widget(kind) == "choices":
+    if _widget(kind) in ("choices", "verify"):
         labels = {c.value: c.label for c in kind.choices}
         return labels.get(value.get("label"), "")
     return ""

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from .. import external, routing
-from ..kinds import CandidatesKind, SliderKind
+from ..kinds import CandidatesKind, SliderKind, VerifyRewriteKind
 from ..markdown import render_markdown
 from ..models import Assignment, Campaign, Caption, GoldAnswer, Reservation, Task, Vote, Worker
 from ..routing import RoutingError
@@ -31,6 +31,8 @@ def _widget(kind) -> str:
         return "candidates"
     if isinstance(kind, SliderKind):
         return "slider"
+    if isinstance(kind, VerifyRewriteKind):
+        return "verify"
     return "choices"
 
 
@@ -122,10 +124,15 @@ def _panel_context(access: Access, served, *, value=None, error: RoutingError | 
     if stage in ("training", "qualification") and access.worker is not None:
         context["position"] = _stage_position(campaign, access.worker, task.role)
     widget = context["widget"]
-    if widget == "choices":
+    if widget in ("choices", "verify"):
         picked = value.get("label")
         context["options"] = [{"value": v, "label": label, "key": key, "checked": picked == v}
                               for v, label, key in _options(kind)]
+    if widget == "verify":
+        from ..verify_rewrites import rewrite_of
+
+        context["rewrite"] = rewrite_of(task)
+        context["text"] = value.get("text") or ""
     elif widget == "slider":
         score = value.get("score")
         context["slider"] = {"min": kind.minimum, "max": kind.maximum,
@@ -187,9 +194,10 @@ def _describe(kind, value, task: Task) -> list[str]:
     """A training example's expected answer in words (escaped by the template)."""
     value = value if isinstance(value, dict) else {}
     widget = _widget(kind)
-    if widget == "choices":
+    if widget in ("choices", "verify"):
         labels = {c.value: c.label for c in kind.choices}
-        return [labels.get(value.get("label"), str(value.get("label")))]
+        said = [labels.get(value.get("label"), str(value.get("label")))]
+        return said + ([f"“{value['text']}”"] if widget == "verify" and value.get("text") else [])
     if widget == "slider":
         return [f"{value.get('score')}"]
     if widget == "write":

@@ -17,6 +17,7 @@ One module per responsibility; this package names the public functions, so ``url
 - ``workers``: members, and the per-worker table with blocking;
 - ``gold``: gold, training and qualification items;
 - ``task_list``: the tasks page; ``export``: the CSV export;
+- ``verify``: applying a verify-rewrite campaign's verdicts to its run;
 - ``crowd``: the crowd controls (provider, reward, budget, places, review rules) and the ledger.
 """
 from .context import (
@@ -43,10 +44,12 @@ from .listing import (
     instructions_preview,
 )
 from .task_list import TASKS_PER_PAGE, campaign_tasks
+from .verify import campaign_apply_verdicts
 from .workers import campaign_members, campaign_workers
 
 __all__ = ["campaign_list", "campaign_create", "campaign_detail", "campaign_progress", "campaign_status",
            "campaign_aggregate", "campaign_members", "campaign_gold", "campaign_workers", "campaign_tasks",
            "campaign_export", "instructions_preview", "worker_rows", "agreement_hint", "dashboard_context",
            "DEFAULT_PRECISION", "MAX_LIVE_VOTES", "STATUS_ACTIONS", "CAMPAIGNS_PER_PAGE", "TASKS_PER_PAGE",
-           "GOLD_PER_PAGE", "campaign_crowd", "campaign_ledger", "LEDGER_PER_PAGE"]
+           "GOLD_PER_PAGE", "campaign_crowd", "campaign_ledger", "LEDGER_PER_PAGE",
+           "campaign_apply_verdicts"]

@@ -12,7 +12,7 @@ from captionlab import roles
 from captionlab.roles import role_required
 
 from ..providers import controls
-from ..forms import CampaignForm
+from ..forms import CampaignForm, prefill
 from ..models import Campaign, Task, Vote
 from ..services import CampaignError
 
@@ -47,7 +47,8 @@ def campaign_list(request):
 
 @role_required(roles.CURATOR)
 def campaign_create(request):
-    form = CampaignForm(request.POST if request.method == "POST" else None, initial={"kind": "fluency", "seed": 0})
+    initial = {"kind": "fluency", "seed": 0} | prefill(request.GET)
+    form = CampaignForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -2,14 +2,17 @@
 the histogram above them."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from captionlab import roles
 from captionlab.roles import role_required
 
 from ..clusters import is_cluster_step
-from ..models import FilterRun
+from ..models import FilterDecision, FilterRun
 from ..pipeline import executor
 from ..views import _render
 from .editor import _filter_class
@@ -21,6 +24,22 @@ def _tabs(run: FilterRun, step: int, filters: StepFilters) -> list[tuple]:
     """(value, label, count, query) per outcome tab; a tab keeps the score range, not the reason."""
     counts = _tab_counts(run, step, filters)
     return [(value, label, counts[value], filters.query(tab=value, reason=None, page=None)) for value, label in TABS]
+
+
+UNCERTAIN_REASON = "uncertain_rewrite"
+
+
+def _verify_link(run: FilterRun, step: int, snapshot: dict) -> tuple[int, str]:
+    """(uncertain rewrites of a hypernymize step, the campaign form pre-filled to send them to annotators)."""
+    if snapshot.get("filter") != "hypernymize":
+        return 0, ""
+    n = (FilterDecision.objects.filter(run=run, step=step, reason=UNCERTAIN_REASON, caption__isnull=False)
+         .exclude(text_after="").count())
+    if not n:
+        return 0, ""
+    query = urlencode({"kind": "verify_rewrite", "collection": run.collection_id, "run": run.pk, "step": step,
+                       "reason": UNCERTAIN_REASON, "name": f"Verify rewrites of run #{run.pk}"})
+    return n, f"{reverse('campaign-create')}?{query}"
 
 
 def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) -> dict:
@@ -39,6 +58,7 @@ def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) 
         "page": page, "steps": list(enumerate(run.snapshot)), "outcome_choices": TABS, "return_query": filters.query(),
         "prev_query": filters.query(page=page.previous_page_number()) if page.has_previous() else "",
         "next_query": filters.query(page=page.next_page_number()) if page.has_next() else "",
+        "verify": _verify_link(run, step, snapshot),
     }
 
 

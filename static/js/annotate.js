@@ -98,6 +98,9 @@
     if (!radio || radio.disabled) return false;
     radio.checked = true;
     radio.focus({ preventScroll: true });
+    // Verify-rewrite: Fix goes on in the box for the corrected text.
+    var fix = radio.value === "fix" && p.querySelector('[data-role="fix-input"]');
+    if (fix) fix.focus();
     radio.dispatchEvent(new Event("change", { bubbles: true }));
     return true;
   }
@@ -125,6 +128,10 @@
   document.addEventListener("input", function (event) {
     var target = event.target;
     if (target.matches && target.matches('[data-role="caption-input"]')) checkCaption(target);
+    if (target.matches && target.matches('[data-role="fix-input"]') && target.value.trim()) {
+      var fixRadio = panel() && panel().querySelector('[data-role="choices"] input[value="fix"]');
+      if (fixRadio) fixRadio.checked = true;  // typing a correction is answering Fix
+    }
     if (target.matches && target.matches('[data-role="slider"]')) {
       var out = panel() && panel().querySelector('[data-role="score"]');
       if (out) out.textContent = target.value;
@@ -158,7 +165,7 @@
     var target = event.target;
     if (typing(target)) {
       // In the caption box Enter submits (a caption is one sentence); Shift+Enter is a new line.
-      if (event.key === "Enter" && !event.shiftKey && target.matches('[data-role="caption-input"]')) {
+      if (event.key === "Enter" && !event.shiftKey && target.matches('[data-role="caption-input"], [data-role="fix-input"]')) {
         event.preventDefault();
         submit(voteForm());
       }

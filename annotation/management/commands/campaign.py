@@ -8,6 +8,9 @@
     manage.py campaign create ... --provider linkout --reward-cents 150 --budget-cents 60000 --places 300
     manage.py campaign crowd 3 --budget-cents 90000 --block-below-gold-accuracy 0.6 --block-min-gold 5
     manage.py campaign ledger 3
+    manage.py campaign create --name "Verify rewrites" --kind verify_rewrite --collection news --run 7 --step 2 \
+        --reason uncertain_rewrite --members a,b,c --start
+    manage.py campaign apply-verdicts 4
 
 Every write goes through ``annotation.services`` (the same rules as the pages and the API); a bad
 argument stops with a CommandError that says what to fix.
@@ -33,7 +36,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="subcommand", metavar="{create,list,status,aggregate,export-votes,crowd,"
-                                                                      "ledger}")
+                                                                      "ledger,apply-verdicts}")
         sub.required = True
 
         create = sub.add_parser("create", help="create a campaign from a selection of a collection")
@@ -43,6 +46,8 @@ class Command(BaseCommand):
         create.add_argument("--run", type=int, help="a filter run over the collection")
         create.add_argument("--step", type=int, help="the run's step whose decisions select the items (from 0)")
         create.add_argument("--outcome", choices=["keep", "drop"], help="only the items the step kept or dropped")
+        create.add_argument("--reason", help="only the step's decisions with this reason, e.g. uncertain_rewrite "
+                                             "(needs --run and --step)")
         create.add_argument("--score-min", type=float, help="lowest step score (needs --run and --step)")
         create.add_argument("--score-max", type=float, help="highest step score (needs --run and --step)")
         create.add_argument("--origin", choices=Caption.Origin.values, help="only captions of this origin")
@@ -78,9 +83,14 @@ class Command(BaseCommand):
         export.add_argument("campaign", help="campaign id or name")
         export.add_argument("--out", required=True, help="CSV file to write, or - for standard output")
 
+        verdicts = sub.add_parser("apply-verdicts", help="write a verify-rewrite campaign's verdicts (keep / fix / "
+                                                         "drop) onto its run's decisions")
+        verdicts.add_argument("campaign", help="campaign id or name")
+
     def handle(self, *args, subcommand, **options):
         handler = {"create": self.create, "list": self.list, "status": self.status, "aggregate": self.aggregate,
-                   "export-votes": self.export_votes, "crowd": self.crowd, "ledger": self.ledger}[subcommand]
+                   "export-votes": self.export_votes, "crowd": self.crowd, "ledger": self.ledger,
+                   "apply-verdicts": self.apply_verdicts}[subcommand]
         handler(**options)
 
     # --- lookups ----------------------------------------------------------------------------
@@ -111,10 +121,13 @@ class Command(BaseCommand):
             raise CommandError("A score range (--score-min/--score-max) needs --run and --step.")
         if lo is not None and hi is not None and lo > hi:
             raise CommandError("The score range is empty: --score-max is below --score-min.")
+        if options.get("reason") and (options.get("run") is None or options.get("step") is None):
+            raise CommandError("Selecting decisions by --reason needs --run and --step.")
         coll = self._collection(collection)
         selection = {"collection": coll.pk, "run": options.get("run"), "step": options.get("step"),
-                     "outcome": options.get("outcome"), "score_min": lo, "score_max": hi,
-                     "origin": options.get("origin"), "sample": options.get("sample"), "seed": options.get("seed")}
+                     "outcome": options.get("outcome"), "reason": options.get("reason"), "score_min": lo,
+                     "score_max": hi, "origin": options.get("origin"), "sample": options.get("sample"),
+                     "seed": options.get("seed")}
         if instructions and instructions.startswith("@"):
             try:
                 with open(instructions[1:], encoding="utf-8") as fh:
@@ -226,3 +239,14 @@ class Command(BaseCommand):
                 fh.close()
         if out != "-":
             self.stdout.write(self.style.SUCCESS(f"Wrote {n} votes of campaign #{camp.pk} to {out}."))
+
+    def apply_verdicts(self, *, campaign, **options):
+        from annotation.verify_rewrites import counts_text, verdicts_apply
+
+        camp = self._campaign(campaign)
+        try:
+            counts = verdicts_apply(campaign=camp)
+        except services.CampaignError as exc:
+            raise CommandError(exc.message) from None
+        run = (camp.selection or {}).get("run")
+        self.stdout.write(self.style.SUCCESS(f"Campaign #{camp.pk} {camp.name!r} -> run #{run}: {counts_text(counts)}"))
