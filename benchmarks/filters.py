@@ -15,7 +15,8 @@ created and dropped by this script, see benchmarks/scratch_db.py):
 1. Parsing comparison (``--captions`` N, ``--repeat`` rounds). The baseline is raw ``nlp.pipe`` with the very
    model the filter workers use: ``curation.pipeline.nlp.load`` with the union of the steps' spaCy needs, which
    installs the compiled attribute ruler (curation/pipeline/ruler.py) when SPACY_COMPILED_RULER is on, as in
-   the workers. Each measurement runs in a fresh child process, spaCy loaded and warmed before the clock starts;
+   the workers. Each measurement runs in a fresh child process, spaCy loaded and warmed before the clock starts
+   (in the pipeline's, also the filters' resources and, with Redis, its client: what a worker has at start);
    the order is raw, pipeline, raw, ... and each pipeline figure is paired with the mean of the raw runs around
    it (a shared machine drifts by 15-25% over minutes).
      cc-distinct  the conceptual-captions preset's text steps over N distinct alt-text captions; baseline: raw
@@ -193,6 +194,10 @@ def child_pipeline(args):
     for flt in executor.instantiate(run):  # load lazily-built resources (lexicons, detectors) first
         if hasattr(flt, "warm"):
             flt.warm()
+    if os.environ.get("REDIS_URL"):
+        # A Celery worker on Redis imported the client when it connected to its broker, at start; this
+        # process would otherwise import it (some 0.1-0.3 CPU s) inside its first chunk.
+        import redis  # noqa: F401
     indexes = list(RunChunk.objects.filter(run=run).order_by("index").values_list("index", flat=True))
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")

@@ -147,14 +147,13 @@ class RunShare:
         ns = namespace(run)
         key = f"{ns}:repeated"
         try:
-            pipe = client.pipeline(transaction=False)
-            pipe.smismember(key, [short_hash(h) for h in text_hashes])
-            pipe.expire(key, TTL_SECONDS)
-            flags, exists = pipe.execute()
+            # EXPIRE answers whether the set exists (and refreshes it): a run of one chunk, or with no
+            # repeated text, has none, and its chunk skips sending and parsing a flag per caption.
+            if not client.expire(key, TTL_SECONDS):
+                return None, [False] * len(text_hashes)
+            flags = client.smismember(key, [short_hash(h) for h in text_hashes])
         except Exception as exc:  # noqa: BLE001
             _failed(exc)
-            return None, [False] * len(text_hashes)
-        if not exists:
             return None, [False] * len(text_hashes)
         flags = [bool(f) for f in flags]
         return (cls(client, ns) if any(flags) else None), flags

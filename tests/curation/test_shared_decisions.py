@@ -153,6 +153,17 @@ def test_redis_failing_changes_no_decision(collection, redis_url, settings, monk
     assert "Redis failed" in caplog.text and "goes on with its own cache" in caplog.text
 
 
+def test_a_chunk_of_a_run_without_repeated_texts_asks_redis_nothing_per_caption(collection, redis_url,
+                                                                              monkeypatch):
+    pipeline = Pipeline.objects.create(name="no repeats", steps=[{"filter": s} for s in STEPS])
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)  # not started: nothing published
+    asked = []
+    client = shared._redis()
+    monkeypatch.setattr(client, "smismember", lambda *a, **k: asked.append(a))
+    assert shared.RunShare.open(run, ["ab" * 32, "cd" * 32]) == (None, [False, False])
+    assert asked == []
+
+
 def test_off_without_redis_or_when_switched_off(settings):
     settings.REDIS_URL = ""
     assert not shared.enabled()

@@ -184,6 +184,19 @@ def test_boilerplate_crop_leaves_ordinary_captions_unchanged(text):
     assert (decision.outcome, decision.reason, decision.text, item.removed_spans) == (KEEP, "unchanged", None, [])
 
 
+@pytest.mark.parametrize("raw, suffixes, kept", [
+    ("A heron at dawn - Photo   _by Ann Lee", None, "A heron at dawn"),  # any run of separators inside a phrase
+    ("A lighthouse in Maine, STOCK-PHOTOS", None, "A lighthouse in Maine"),
+    ("A dog runs on the beach ---", ["-"], "A dog runs on the beach"),  # a phrase of separators only
+    ("Harrison Ford photographs the old castle in Paris", None, None),  # a keyword inside a word is no phrase
+    ("Photographers at the stock exchange by the river", None, None),
+])
+def test_boilerplate_crop_looks_for_suffixes_only_where_a_phrase_occurs(raw, suffixes, kept):
+    params = {} if suffixes is None else {"suffixes": suffixes}
+    [decision] = decide("boilerplate_crop", [raw], **params)
+    assert (decision.outcome, decision.text) == (KEEP, kept)
+
+
 def test_boilerplate_crop_drops_text_that_is_only_boilerplate():
     [decision] = decide("boilerplate_crop", ["Stock Photo - Royalty Free"])
     assert (decision.outcome, decision.reason) == (DROP, "empty_after_crop")

@@ -16,10 +16,11 @@ WINDOW = 400  # patterns are searched in the first/last characters only (1 MB te
 WILDCARD_CHARS = 120  # "photo by ..." crops at most this many characters after the phrase
 
 
-def _phrase_regex(phrase: str) -> str:
+def _phrase_regex(phrase: str, bounded: bool = True) -> str:
+    """The phrase's words joined by runs of separators; ``bounded``: not inside a longer word."""
     words = [re.escape(w) for w in re.split(r"[\s\-_]+", phrase) if w]
-    left = r"(?<!\w)" if re.match(r"\w", phrase) else ""
-    right = r"(?!\w)" if re.search(r"\w$", phrase) else ""
+    left = r"(?<!\w)" if bounded and re.match(r"\w", phrase) else ""
+    right = r"(?!\w)" if bounded and re.search(r"\w$", phrase) else ""
     return left + r"[\s\-_]+".join(words) + right
 
 
@@ -35,6 +36,37 @@ def _patterns(phrases) -> tuple[list[str], list[str], tuple[str, ...]]:
         longest = max(re.findall(r"\w+", body) or [""], key=len)
         keys.add(longest if len(longest) >= 3 else body)  # "(c) ..." is keyed "(c)", not "c"
     return plain, wild, tuple(sorted(keys))
+
+
+class _Phrases:
+    """Whether some phrase occurs in part of a text: every occurrence the phrase regexes of ``_patterns`` find,
+    and more (no word boundaries), so that where none occurs they need not be tried. Those try every branch at
+    every position (50-90 µs a caption holding a keyword, such as "photographs"). So does Python's ``re`` with
+    one IGNORECASE alternation; searched case-sensitively in lower-cased ASCII text, it jumps to the branches'
+    first letters. The answer is the same there unless a phrase holds a non-ASCII letter that IGNORECASE
+    equates with an ASCII one ("ſ", "K"): such phrases keep the IGNORECASE search."""
+
+    def __init__(self, alternatives: list[str]):
+        pattern = "|".join(alternatives)  # a phrase of separators only ("-") is an empty one: it occurs anywhere
+        self.ignoring_case = re.compile(pattern, re.IGNORECASE)
+        caseless = all(c.isascii() or c.lower() == c.upper() for c in pattern)
+        self.lower_ascii = re.compile(pattern) if caseless else None
+
+    def occur(self, text: str, start: int, end: int) -> bool:
+        part = text[start:end]
+        if self.lower_ascii is not None and part.isascii():
+            return self.lower_ascii.search(part.lower()) is not None
+        return self.ignoring_case.search(text, start, end) is not None
+
+
+def _phrases(phrases) -> _Phrases | None:
+    """The ``_Phrases`` of these phrases (as ``_patterns`` reads them); None when there are none."""
+    alternatives = set()
+    for phrase in {str(p).strip().lower() for p in phrases}:
+        body = phrase[:-3].strip() if phrase.endswith("...") else phrase
+        if body:
+            alternatives.add(_phrase_regex(body, bounded=False))
+    return _Phrases(sorted(alternatives)) if alternatives else None
 
 
 def _keys_regex(keys: tuple[str, ...]):
@@ -62,12 +94,13 @@ def _crop_patterns(prefixes: tuple, suffixes: tuple):
     # crops, "Children pose for a photo by the lake" does not.
     wild = (re.compile(f"(?P<lead>[{SEP}]*)(?:{'|'.join(suf_wild)})[^\\n]{{0,{WILDCARD_CHARS}}}$", flags)
             if suf_wild else None)
-    return prefix, suffix, wild, _keys_regex(pre_keys), _keys_regex(suf_keys), _keys_regex(pre_keys + suf_keys)
+    return (prefix, suffix, wild, _keys_regex(pre_keys), _keys_regex(suf_keys), _keys_regex(pre_keys + suf_keys),
+            _phrases(suffixes))
 
 
 def _crop_bounds(text: str, patterns) -> tuple[int, int]:
     """(a, b): text[a:b] is what remains after repeatedly cropping boilerplate at both ends."""
-    prefix, suffix, wild, pre_keys, suf_keys, any_keys = patterns
+    prefix, suffix, wild, pre_keys, suf_keys, any_keys, suf_phrases = patterns
     a, b = 0, len(text)
     if b <= WINDOW and (any_keys is None or not any_keys.search(text.lower())):
         return a, b  # a short text (head and tail are the whole text) without any keyword: nothing to crop
@@ -78,7 +111,10 @@ def _crop_bounds(text: str, patterns) -> tuple[int, int]:
             if m and m.end() > a:
                 a = m.end()
         window = max(a, b - WINDOW)
-        if suf_keys is None or not suf_keys.search(text[window:b].lower()):
+        # A suffix needs one of its phrases in the window: the keywords rule most texts out, the phrases
+        # (a keyword inside another word, "photographs", is no phrase) most of the rest.
+        if (suf_keys is None or not suf_keys.search(text[window:b].lower())
+                or not suf_phrases.occur(text, window, b)):
             if (a, b) == start:
                 break
             continue
@@ -159,10 +195,10 @@ def _drop_patterns(patterns: tuple):
     plain, wild, keys = _patterns(patterns)
     alts = "|".join(plain + wild)
     if not alts:
-        return None, None, None
+        return None, None, None, None
     start = re.compile(f"[{SEP}\"'“”‘’]*(?P<p>{alts})", re.IGNORECASE)
     end = re.compile(f"(?P<p>{alts})[{SEP}\"'“”‘’]*$", re.IGNORECASE)
-    return start, end, _keys_regex(keys)
+    return start, end, _keys_regex(keys), _phrases(patterns)
 
 
 @register
@@ -178,7 +214,7 @@ class BoilerplateDrop(TextFilter):
     }
 
     def prepare(self):
-        self.start, self.end, self.keys = _drop_patterns(tuple(self.params["patterns"]))
+        self.start, self.end, self.keys, self.phrases = _drop_patterns(tuple(self.params["patterns"]))
 
     def decide(self, item):
         text = item.text
@@ -192,7 +228,8 @@ class BoilerplateDrop(TextFilter):
                 return drop("boilerplate", pattern=m.group("p"), where="start")
         tail = max(0, len(text) - WINDOW)
         if in_head if tail == 0 else self.keys.search(text[tail:].lower()):
-            m = self.end.search(text, tail)
+            # "end" tries every pattern at every position: only where a phrase occurs at all (see _Phrases)
+            m = self.end.search(text, tail) if self.phrases.occur(text, tail, len(text)) else None
             if m:
                 return drop("boilerplate", pattern=m.group("p"), where="end")
         return keep()

@@ -61,26 +61,34 @@ def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
         from spacy.attrs import ORTH, POS
 
         _ORTH_POS = [ORTH, POS]
-    texts, tags, skip = [], [], []
-    lexemes, names = _LEXEMES, _POS_NAMES
     # One array of (orth, pos) ids per doc and memos from ids to strings: a Token object per token, and a
-    # string-store lookup per attribute, cost a third more.
-    for orth, pos in doc.to_array(_ORTH_POS).tolist():
-        lexeme = lexemes.get(orth)
-        if lexeme is None:
-            lex = doc.vocab[orth]
-            lexeme = _remember(lexemes, orth, (lex.orth_, lex.is_punct or lex.is_space))
-        texts.append(lexeme[0])
-        skip.append(lexeme[1])
-        name = names.get(pos)
-        if name is None:
-            name = names[pos] = doc.vocab.strings[pos] if pos else ""
-        tags.append(name)
+    # string-store lookup per attribute, cost a third more. The lists are built by comprehensions over the
+    # memos (a loop with three appends per token costs twice as much); an id not in them yet (KeyError)
+    # is looked up and remembered first.
+    orths, poss = doc.to_array(_ORTH_POS).T.tolist() if len(doc) else ([], [])
+    lexemes, names = _LEXEMES, _POS_NAMES
+    try:
+        entries = [lexemes[orth] for orth in orths]
+    except KeyError:
+        entries = [lexemes.get(orth) or _lexeme(doc.vocab, orth) for orth in orths]
+    try:
+        tags = [names[pos] for pos in poss]
+    except KeyError:
+        for pos in set(poss).difference(names):
+            names[pos] = doc.vocab.strings[pos] if pos else ""
+        tags = [names[pos] for pos in poss]
+    texts = [entry[0] for entry in entries]
+    skip = [entry[1] for entry in entries]
     table = (texts, tags, skip)
     if len(_TABLES) >= 1024:
         _TABLES.clear()
     _TABLES[key] = (doc, table)  # the doc is held: its id cannot be reused while it is here
     return table
+
+
+def _lexeme(vocab, orth: int) -> tuple[str, bool]:
+    lex = vocab[orth]
+    return _remember(_LEXEMES, orth, (lex.orth_, lex.is_punct or lex.is_space))
 
 
 _TABLES: dict[int, tuple] = {}
