@@ -121,6 +121,8 @@ def test_web_runs_gunicorn_on_the_platform_wsgi_application_with_preload(service
     parsed = Config().parser().parse_args(command[1:])  # argparse: an unknown option exits
     assert parsed.preload_app is True
     assert parsed.args == ["captionlab.wsgi:application"]
+    # the platform's gunicorn settings (worker class, threads, memory), as the load benchmark runs them
+    assert parsed.config == "captionlab/gunicorn.conf.py" and (ROOT / parsed.config).is_file()
 
     # Import it as gunicorn does, in a fresh process with the environment compose gives web.
     env = {
