@@ -10,12 +10,14 @@
   annotation.filter_vs_human's threshold search. With fewer than ``min_judged`` judged captions among the
   run's, or no cut-off reaching the precision, the decision says so and falls back to ``min_score``.
 
-It is a run-level step (top-k% and calibration need every caption's score). Each decision records the model
+It is a run-level step (top-k% and calibration need every caption's score); over a run it scores the survivors
+batch by batch and keeps 12 bytes a caption (id and score) until the cut-offs are known. Each decision records the model
 key and every cut-off that is known (``cutoffs``), so the review page can draw them on the score histogram.
 """
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -131,34 +133,19 @@ class Alignment(Filter):
         found = self.decide_run(rows)
         return [found.get(it.caption_id) or not_applicable("no_caption") for it in items]
 
-    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
-        model = model_steps.find(self.params["model"], "clip")
-        if model is None:
-            return {row["caption_id"]: model_steps.no_model(self.params["model"], "clip") for row in rows}
-        from modeling.pack import PackError
+    # Over a run: one streamed pass scores the survivors batch by batch (``prepare_run``), keeping 12 bytes a
+    # caption (its id and score); the cut-offs come from all the scores, then the decisions batch by batch.
+    run_shard = "image_id"  # an image's captions in one batch: its vector is computed once
+    SCORE_BATCH = 1000
 
-        try:
-            scores, errors = self.scores(model, rows)
-        except PackError as exc:  # missing or changed files: every caption says why
-            return {row["caption_id"]: model_steps.unavailable(model, exc) for row in rows}
-        cutoffs, calibration = self.cutoffs(scores)
-        mode = self.params["mode"]
-        cutoff = cutoffs[mode] if cutoffs.get(mode) is not None else cutoffs["threshold"]
-        below = {"threshold": "below_threshold", "top_percent": "below_top_percent",
-                 "calibrated": "below_calibrated" if cutoffs["calibrated"] is not None else "below_threshold"}[mode]
-        common = {"model": model.key, "mode": mode, "cutoff": cutoff, "cutoffs": cutoffs}
-        if mode == "calibrated":
-            common["calibration"] = calibration
-        out = {}
-        for row in rows:
-            caption_id = row["caption_id"]
-            if caption_id in errors:
-                out[caption_id] = not_applicable("undecodable", model=model.key, error=errors[caption_id])
-            elif scores[caption_id] >= cutoff:
-                out[caption_id] = keep("aligned", scores[caption_id], **common)
-            else:
-                out[caption_id] = drop(below, scores[caption_id], **common)
-        return out
+    def prepare_run(self, rows) -> None:
+        self._run = _RunScores(self, rows)
+
+    def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
+        """The decisions of ``rows``: from the run scored by ``prepare_run``, or (called alone) with these rows as
+        the whole run."""
+        run = getattr(self, "_run", None) or _RunScores(self, iter(rows))
+        return {row["caption_id"]: run.decision(row["caption_id"]) for row in rows}
 
     def scores(self, model, rows: list[dict]) -> tuple[dict[int, float], dict[int, str]]:
         """({caption id: cosine}, {caption id: why it has none}) for the rows' captions with their images."""
@@ -177,14 +164,76 @@ class Alignment(Filter):
         cosines = model_steps.cosine_rows(images, texts)
         return {row["caption_id"]: round(float(c), 4) for row, c in zip(usable, cosines)}, errors
 
-    def cutoffs(self, scores: dict[int, float]) -> tuple[dict, dict | None]:
-        """Every cut-off known for this run (for the histogram), and the calibration's account."""
-        values = np.array(list(scores.values()), dtype=float)
+    def cutoffs(self, ids: np.ndarray, values: np.ndarray) -> tuple[dict, dict | None]:
+        """Every cut-off known for this run (for the histogram), and the calibration's account (``ids``: the
+        scored captions, sorted; ``values``: their scores)."""
         cutoffs = {"threshold": float(self.params["min_score"]),
                    "top_percent": top_percent_cutoff(values, float(self.params["top_percent"])), "calibrated": None}
         calibration = None
         if self.params["mode"] == "calibrated":
-            calibration = calibrate(scores, judgements(list(scores)), float(self.params["target_precision"]),
-                                    self.params["min_judged"])
+            judged = judgements(ids.tolist())
+            at = np.searchsorted(ids, np.fromiter(judged, dtype=np.int64, count=len(judged)))
+            scores = {c: round(float(values[i]), 4) for c, i in zip(judged, at.tolist()) if i < len(ids) and ids[i] == c}
+            calibration = calibrate(scores, judged, float(self.params["target_precision"]), self.params["min_judged"])
             cutoffs["calibrated"] = calibration["cutoff"]
         return cutoffs, calibration
+
+
+class _RunScores:
+    """A run's alignment scores in two packed arrays (sorted caption ids, float32 scores), the captions that could
+    not be scored and why, and what every decision shares (model, mode, cut-offs)."""
+
+    def __init__(self, flt: Alignment, rows):
+        self.flt, self.failure = flt, None
+        model = model_steps.find(flt.params["model"], "clip")
+        if model is None:
+            self.failure = model_steps.no_model(flt.params["model"], "clip")
+            return
+        from modeling.pack import PackError
+
+        ids, values, self.errors = array("q"), array("f"), {}
+        try:
+            batch: list[dict] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) >= flt.SCORE_BATCH:
+                    self._score(model, batch, ids, values)
+                    batch = []
+            self._score(model, batch, ids, values)
+        except PackError as exc:  # missing or changed files: every caption says why
+            self.failure = model_steps.unavailable(model, exc)
+            return
+        order = np.argsort(np.frombuffer(ids, dtype=np.int64) if ids else np.zeros(0, np.int64), kind="stable")
+        self.ids = np.frombuffer(ids, dtype=np.int64)[order] if ids else np.zeros(0, np.int64)
+        self.values = np.frombuffer(values, dtype=np.float32)[order] if values else np.zeros(0, np.float32)
+        cutoffs, calibration = flt.cutoffs(self.ids, np.round(self.values.astype(float), 4))  # as scored
+        mode = flt.params["mode"]
+        self.cutoff = cutoffs[mode] if cutoffs.get(mode) is not None else cutoffs["threshold"]
+        self.below = {"threshold": "below_threshold", "top_percent": "below_top_percent",
+                      "calibrated": "below_calibrated" if cutoffs["calibrated"] is not None else "below_threshold"}[mode]
+        self.common = {"model": model.key, "mode": mode, "cutoff": self.cutoff, "cutoffs": cutoffs}
+        if mode == "calibrated":
+            self.common["calibration"] = calibration
+        self.model = model
+
+    def _score(self, model, batch: list[dict], ids: array, values: array) -> None:
+        if not batch:
+            return
+        scores, errors = self.flt.scores(model, batch)
+        self.errors.update(errors)
+        for caption_id, score in scores.items():
+            ids.append(caption_id)
+            values.append(score)
+
+    def decision(self, caption_id: int) -> Decision:
+        if self.failure is not None:
+            return self.failure
+        if caption_id in self.errors:
+            return not_applicable("undecodable", model=self.model.key, error=self.errors[caption_id])
+        at = int(np.searchsorted(self.ids, caption_id))
+        if at >= len(self.ids) or self.ids[at] != caption_id:
+            return not_applicable("not_in_run")
+        score = round(float(self.values[at]), 4)
+        if score >= self.cutoff:
+            return keep("aligned", score, **self.common)
+        return drop(self.below, score, **self.common)

@@ -18,6 +18,7 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from .base import Decision, Filter, Item, drop, keep, not_applicable
+from .phash_groups import NearDuplicateGroups
 from .registry import register
 
 log = logging.getLogger(__name__)
@@ -294,38 +295,6 @@ class ExactDuplicate(Filter):
         return out
 
 
-class HashIndex:
-    """Finds a stored hash within ``max_distance`` bits of a query. By the pigeonhole principle two
-    hashes that differ in at most d bits agree exactly on at least one of d + 1 bands, so only
-    hashes sharing a band are compared: near-linear over tens of thousands of images."""
-
-    def __init__(self, bits: int, max_distance: int):
-        self.max_distance = max_distance
-        if max_distance >= bits:  # everything is within reach: one bucket, compare all
-            self.bands = [(0, 0)]
-        else:
-            edges = [round(i * bits / (max_distance + 1)) for i in range(max_distance + 2)]
-            self.bands = [(lo, (1 << (hi - lo)) - 1) for lo, hi in zip(edges, edges[1:])]
-        self.buckets: dict[tuple[int, int], list[tuple[int, int]]] = {}
-
-    def _keys(self, value: int):
-        return [(b, (value >> lo) & mask) for b, (lo, mask) in enumerate(self.bands)]
-
-    def add(self, key: int, value: int) -> None:
-        for k in self._keys(value):
-            self.buckets.setdefault(k, []).append((key, value))
-
-    def nearest(self, value: int) -> tuple[int, int] | None:
-        """(key, distance) of the closest stored hash within max_distance (lowest key on ties)."""
-        best = None
-        for k in self._keys(value):
-            for key, other in self.buckets.get(k, ()):
-                distance = (value ^ other).bit_count()
-                if distance <= self.max_distance and (best is None or (distance, key) < (best[1], best[0])):
-                    best = (key, distance)
-        return best
-
-
 @register
 class NearDuplicate(Filter):
     name = "near_duplicate"
@@ -334,6 +303,9 @@ class NearDuplicate(Filter):
                    "bits of an image already kept is dropped as its near duplicate (resized or re-encoded copies).")
     target = "image"
     run_level = True
+    # Over a run: one streamed pass collects every survivor's hash into packed arrays (16 bytes an image,
+    # ``prepare_run``) and solves the whole run at once; the decisions are then written batch by batch.
+    run_shard = "row"
     defaults = {"max_distance": 4, "hash_size": PHASH_SIZE}
 
     def __init__(self, params=None, state=None):
@@ -342,6 +314,7 @@ class NearDuplicate(Filter):
         check_number(self, "hash_size", 2, integer=True)
         if self.params["hash_size"] > 11:  # Image.phash holds 32 hex digits
             raise ValueError(f"{self.name}: hash_size must be at most 11, not {self.params['hash_size']}")
+        self._run: tuple[NearDuplicateGroups, dict[int, Decision]] | None = None
 
     def _valid(self, value: str | None) -> bool:
         digits = (self.params["hash_size"] ** 2 + 3) // 4
@@ -353,11 +326,14 @@ class NearDuplicate(Filter):
             return False
         return True
 
+    def _groups(self) -> NearDuplicateGroups:
+        return NearDuplicateGroups(self.params["hash_size"] ** 2, self.params["max_distance"])
+
     def apply(self, items):
         """Hashes each image (from the cache in Image.phash when it is there; the hash goes in the
         decision's details), then judges this batch alone, as if it were the whole run."""
         out: dict[int, Decision] = {}
-        hashes, hashed = {}, {}
+        groups, hashed = self._groups(), {}
         for item in items:
             if not has_file(item):
                 out[item.image_id] = not_applicable("no_file", status=item.image_status)
@@ -371,50 +347,73 @@ class NearDuplicate(Filter):
                     continue
                 if self.params["hash_size"] == PHASH_SIZE:
                     hashed[item.image_id] = value
-            hashes[item.image_id] = value
+            groups.add(item.image_id, int(value, 16))
         cache_phashes(hashed)
-        out.update(self._group(hashes))
-        return [out[it.image_id] for it in items]
+        groups.solve()
+        return [out.get(it.image_id) or self._decision(groups, it.image_id) for it in items]
 
-    def decide_run(self, rows):
-        from ..models import Image
-
-        hashes: dict[int, str] = {}
+    def prepare_run(self, rows) -> None:
+        """One pass over the run's survivors (an iterator): each image's hash, from the row (a cached or
+        earlier step's pHash) or from its file, packed; then the run is solved."""
+        groups, not_applicable_of = self._groups(), {}
+        missing: list[int] = []
         for row in rows:
             if self._valid(row.get("phash")):
-                hashes.setdefault(row["image_id"], row["phash"])
-        missing = sorted({row["image_id"] for row in rows} - set(hashes))
-        out: dict[int, Decision] = {}
+                groups.add(row["image_id"], int(row["phash"], 16))
+            else:
+                missing.append(row["image_id"])
+                if len(missing) >= 500:
+                    self._hash_files(missing, groups, not_applicable_of)
+                    missing = []
+        self._hash_files(missing, groups, not_applicable_of)
+        groups.solve()
+        self._run = (groups, not_applicable_of)
+
+    def _hash_files(self, image_ids: list[int], groups: NearDuplicateGroups, out: dict[int, Decision]) -> None:
+        """Images no earlier step hashed: hash them now (and fill Image.phash's cache)."""
+        from ..models import Image
+
         hashed = {}
-        for batch in _batches(missing):  # images no earlier step hashed: hash them now
-            for pk, name, status in Image.objects.filter(pk__in=batch).values_list("pk", "file", "status"):
-                if status != "ready" or not name:
-                    out[pk] = not_applicable("no_file", status=status)
-                    continue
-                try:
-                    hashes[pk] = phash_file(name, self.params["hash_size"])
-                except Exception as exc:  # noqa: BLE001
-                    out[pk] = not_applicable("undecodable", error=_error(exc))
-                    continue
-                if self.params["hash_size"] == PHASH_SIZE:
-                    hashed[pk] = hashes[pk]
+        for pk, name, status in Image.objects.filter(pk__in=image_ids).values_list("pk", "file", "status"):
+            if status != "ready" or not name:
+                out[pk] = not_applicable("no_file", status=status)
+                continue
+            try:
+                value = phash_file(name, self.params["hash_size"])
+            except Exception as exc:  # noqa: BLE001
+                out[pk] = not_applicable("undecodable", error=_error(exc))
+                continue
+            groups.add(pk, int(value, 16))
+            if self.params["hash_size"] == PHASH_SIZE:
+                hashed[pk] = value
         cache_phashes(hashed)
-        out.update(self._group(hashes))
+
+    def decide_run(self, rows):
+        """The decisions of ``rows``: from the run solved by ``prepare_run``, or (called alone) with these
+        rows as the whole run."""
+        if self._run is None:
+            self.prepare_run(iter(rows))
+            groups, not_applicable_of = self._run
+            self._run = None
+        else:
+            groups, not_applicable_of = self._run
+        out = {}
+        for row in rows:
+            image_id = row["image_id"]
+            if image_id in out:
+                continue
+            out[image_id] = not_applicable_of.get(image_id) or self._decision(groups, image_id)
         return out
 
-    def _group(self, hashes: dict[int, str]) -> dict[int, Decision]:
-        """By id: an image within max_distance of one already kept is dropped as its near duplicate."""
-        index = HashIndex(self.params["hash_size"] ** 2, self.params["max_distance"])
-        out = {}
-        for image_id in sorted(hashes):
-            value = int(hashes[image_id], 16)
-            found = index.nearest(value)
-            if found:
-                out[image_id] = drop("near_duplicate_of", found[1], of=found[0], distance=found[1], phash=hashes[image_id])
-            else:
-                index.add(image_id, value)
-                out[image_id] = keep("distinct", phash=hashes[image_id])
-        return out
+    @staticmethod
+    def _decision(groups: NearDuplicateGroups, image_id: int) -> Decision:
+        if image_id not in groups:  # not in the run that was solved (never happens from the executor)
+            return not_applicable("not_in_run")
+        phash = groups.hex_of(image_id)
+        found = groups.nearest(image_id)
+        if found:
+            return drop("near_duplicate_of", found[1], of=found[0], distance=found[1], phash=phash)
+        return keep("distinct", phash=phash)
 
 
 # --- Unsafe content: moved to unsafe.py -------------------------------------------------------------

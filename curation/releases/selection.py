@@ -82,7 +82,7 @@ class Selection:
         self.seen_sha: set[bytes] = set()
         self.phash_index = None
         if config["dedup"] == "phash":
-            from curation.pipeline.image_filters import HashIndex
+            from curation.pipeline.phash_groups import HashIndex
 
             self.phash_index = HashIndex(64, config["phash_distance"])
         self.plan = SplitPlan()

@@ -6,10 +6,12 @@ this process), and streamed through a server-side cursor in batches of RUN_LEVEL
 whose decision about a row depends only on that row, or only on the rows that share a key with it,
 is decided batch by batch (``run_shard``): its memory does not grow with the run (rare entity types
 count over one streamed pass first, ``prepare_run``; the topic model fits on a sample of that pass
-and stores each batch's topics as it goes). Other steps (near duplicates, embeddings) still receive
-every surviving row in one list
-and return a decision for each, which is what their ``decide_run`` asks for; the executor streams what
-is around them, and writes their decisions in batches.
+and stores each batch's topics as it goes; near duplicates pack every image's hash into arrays of 16
+bytes an image in that pass and solve the run there, see phash_groups.py; alignment scores the pass
+batch by batch and keeps 12 bytes a caption for its cut-offs). The semantic duplicate
+steps still receive every surviving row in one list (their vectors, 1.5 KB a caption, are searched
+together) and return a decision for each; the executor streams what is around them, and writes
+their decisions in batches.
 
 A filter says how its rows may be split with the class attribute ``run_shard``:
 
