@@ -35,6 +35,7 @@ PRESETS: dict[str, dict] = {
             {"filter": "unsafe_content"},
             {"filter": "exact_duplicate"},
             {"filter": "near_duplicate"},
+            {"filter": "markup"},  # first text step: the alt-text's tags and entities, before any rule reads it
             {"filter": "boilerplate_drop"},
             {"filter": "boilerplate_crop"},
             {"filter": "emoji"},  # mode "drop": an emoji is no word of the paper's vocabulary

@@ -10,6 +10,7 @@ One module per responsibility:
 ``common``          the word pattern, per-word memos, the token table of a parse, ``TextFilter``
 ``boilerplate``     ``boilerplate_crop`` (a transform) and ``boilerplate_drop``
 ``emoji``           ``emoji``: emoji and pictographs dropped or stripped (a transform)
+``markup``          ``markup``: HTML tags and entities stripped (or the caption dropped; a transform)
 ``language``        ``language``: a vocabulary-share check, then lingua
 ``pos``             ``pos_presence`` and ``noun_ratio``
 ``words``           ``unique_word_ratio`` and ``token_repetition``
@@ -19,8 +20,9 @@ One module per responsibility:
 ``profanity``       ``profanity``
 ``length``          ``caption_length``
 
-Every filter gives every string a decision with a reason: empty text, emoji-only text, markup (plain
-text here: "<script>" is just characters that fail the filters), other languages and a 1 MB caption.
+Every filter gives every string a decision with a reason: empty text, emoji-only text, markup (the
+``markup`` step strips tags and entities first; to the other filters "<script>" is just characters that
+fail them), other languages and a 1 MB caption.
 Each decides once per distinct text of a batch (web alt-text repeats itself). Heavy resources (the
 language detector, the VADER lexicon, the profanity index, the stop words) are imported lazily and
 built once per process: web processes that only list filters never load them.
@@ -38,8 +40,10 @@ from .polarity import Polarity
 from .profanity import ProfanityFilter
 from .length import CaptionLength
 from .emoji import EmojiFilter, pictographs, strip_pictographs
+from .markup import MarkupFilter, strip_markup
 from .common import HASHTAG_RE, LETTER_RE, MAX_LISTED, WORD_RE, TextFilter
 
 __all__ = ["BoilerplateCrop", "BoilerplateDrop", "LanguageFilter", "PosPresence", "NounRatio", "UniqueWordRatio",
            "TokenRepetition", "Capitalisation", "UnknownTokens", "Polarity", "ProfanityFilter", "CaptionLength",
-           "EmojiFilter", "pictographs", "strip_pictographs", "TextFilter", "WORD_RE", "LETTER_RE", "HASHTAG_RE", "MAX_LISTED"]
+           "EmojiFilter", "pictographs", "strip_pictographs", "MarkupFilter", "strip_markup", "TextFilter", "WORD_RE",
+           "LETTER_RE", "HASHTAG_RE", "MAX_LISTED"]
