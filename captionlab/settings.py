@@ -342,7 +342,7 @@ CELERY_BEAT_SCHEDULE = {
     "modeling-sweep-loops": {"task": "modeling.sweep_loops", "schedule": 60.0},
 }
 # The cache: Redis where there is one (shared by every web and worker process), else local memory.
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+CACHES = {"default": {"BACKEND": "captionlab.redis_cache.CaptionLabRedisCache", "LOCATION": REDIS_URL,
                       "KEY_PREFIX": "captionlab"}} if REDIS_URL else {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Sessions are read on every page: from Redis where there is one, written through to PostgreSQL.
