@@ -23,7 +23,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from captionlab.roles import IsCurator
-from modeling.embeddings import search
 from modeling.pack import PackError
 
 from . import clusters
@@ -48,14 +47,23 @@ def _only(request, allowed: set[str]) -> None:
                                "allowed": sorted(allowed - {"format"})})
 
 
-def _results(results: search.Results) -> dict:
+def _search():
+    """modeling.embeddings.search, imported by the first search (it brings numpy, which the rest of the
+    web does not need)."""
+    from modeling.embeddings import search
+
+    return search
+
+
+def _results(results) -> dict:
     return {"query": results.query, "model": results.model, "notes": results.notes, "count": len(results.rows),
             "results": [hit.as_dict() for hit in results.rows]}
 
 
+SEARCH_MODES = ("captions", "images")  # modeling.embeddings.search.MODES (tests/test_import_weight.py)
 SIMILAR_PARAMS = [OpenApiParameter("k", OpenApiTypes.INT), OpenApiParameter("model", OpenApiTypes.STR)]
 SEARCH_PARAMS = [OpenApiParameter("q", OpenApiTypes.STR, required=True),
-                 OpenApiParameter("mode", OpenApiTypes.STR, enum=[*search.MODES, "words"]), *SIMILAR_PARAMS,
+                 OpenApiParameter("mode", OpenApiTypes.STR, enum=[*SEARCH_MODES, "words"]), *SIMILAR_PARAMS,
                  OpenApiParameter("page", OpenApiTypes.INT, description="mode=words: the page (from 1)"),
                  OpenApiParameter("per_page", OpenApiTypes.INT, description="mode=words: 1-100, default 25")]
 
@@ -80,7 +88,7 @@ class CollectionSearchView(APIView):
                 return _error(exc, 400)
             return Response(found.as_dict())
         try:
-            found = search.collection_search(collection, params.get("q", ""), mode=params.get("mode", "captions"),
+            found = _search().collection_search(collection, params.get("q", ""), mode=params.get("mode", "captions"),
                                              k=params.get("k") or 50, model=params.get("model") or None)
         except PackError as exc:
             return _error(exc)
@@ -97,7 +105,7 @@ class CaptionSimilarView(APIView):
         _only(request, PARAMS["similar"])
         caption = get_object_or_404(Caption.objects.select_related("image__collection"), pk=pk)
         try:
-            found = search.captions_like(caption, request.query_params.get("k") or 20,
+            found = _search().captions_like(caption, request.query_params.get("k") or 20,
                                          model=request.query_params.get("model") or None)
         except PackError as exc:
             return _error(exc)
@@ -114,7 +122,7 @@ class ImageSimilarView(APIView):
         _only(request, PARAMS["similar"])
         image = get_object_or_404(Image.objects.select_related("collection"), pk=pk)
         try:
-            found = search.images_like(image, request.query_params.get("k") or 20,
+            found = _search().images_like(image, request.query_params.get("k") or 20,
                                        model=request.query_params.get("model") or None)
         except PackError as exc:
             return _error(exc)

@@ -11,7 +11,6 @@ from django.views.decorators.http import require_GET
 
 from captionlab import roles
 from captionlab.roles import role_required
-from modeling.embeddings import search
 from modeling.pack import PackError
 
 from .models import Caption, Collection, Image
@@ -31,6 +30,8 @@ def _status(exc: PackError) -> int:
 @require_GET
 def collection_search(request, pk):
     """The search box and its results; htmx swaps the results as the curator types."""
+    from modeling.embeddings import search  # numpy: imported by the first search, not by every web process
+
     collection = get_object_or_404(Collection, pk=pk)
     query = request.GET.get("q", "").strip()
     mode = request.GET.get("mode", "captions")
@@ -71,6 +72,8 @@ def _like(request, context: dict, find):
 @require_GET
 def caption_like(request, pk):
     """Captions of the same collection nearest in meaning to this one."""
+    from modeling.embeddings import search
+
     caption = get_object_or_404(Caption.objects.select_related("image__collection"), pk=pk)
     model = request.GET.get("model") or None
     return _like(request, {"collection": caption.image.collection, "caption": caption, "mode": "captions"},
@@ -81,6 +84,8 @@ def caption_like(request, pk):
 @require_GET
 def image_like(request, pk):
     """Images of the same collection that look like this one (CLIP image vectors)."""
+    from modeling.embeddings import search
+
     image = get_object_or_404(Image.objects.select_related("collection"), pk=pk)
     model = request.GET.get("model") or None
     return _like(request, {"collection": image.collection, "image": image, "mode": "images"},

@@ -9,7 +9,19 @@ registered by itself. Filters, embedding jobs and searches find a model with ``g
 from .catalogue import describe, ensure_packaged, find_model, get_model, model_add_pretrained, models_dir, resolve, verify
 from .errors import PackError
 from .inspect import inspect_directory, manifest
-from .loading import Encoder, clear_cache, load, pick_device
+
+# loading (numpy, and torch when a model is loaded) is imported on first use: the web imports
+# PackError and the catalogue with every search view, and needs no numpy for them.
+_LOADING = ("Encoder", "clear_cache", "load", "pick_device")
+
+
+def __getattr__(name: str):
+    if name in _LOADING:
+        from . import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["PackError", "Encoder", "model_add_pretrained", "ensure_packaged", "find_model", "get_model", "verify",
            "describe", "load", "clear_cache", "pick_device", "inspect_directory", "manifest", "models_dir", "resolve"]
