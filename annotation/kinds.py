@@ -25,6 +25,23 @@ class VoteInvalid(ValueError):
     """A vote value the campaign's kind does not accept."""
 
 
+def _check_typed_text(text: str, campaign, *, what: str, text_checks: bool = True) -> None:
+    """The checks every text an annotator types passes (a written caption, a fixed rewrite), once it
+    is whitespace-tidied and known not empty: at most ``campaign.text_max_chars``, some words besides
+    markup and, with ``text_checks``, ``annotation.text_checks``. ``what`` names the text in the
+    messages ("The caption"); raises ``VoteInvalid``."""
+    if len(text) > campaign.text_max_chars:
+        raise VoteInvalid(f"{what} is too long: {len(text)} characters, at most {campaign.text_max_chars}.")
+    if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
+        raise VoteInvalid(f"{what} has no words (markup alone is not a caption).")
+    if text_checks:
+        from .text_checks import check_caption
+
+        problem = check_caption(text, campaign.text_language)
+        if problem:
+            raise VoteInvalid(problem)
+
+
 @dataclass(frozen=True)
 class Choice:
     value: str
@@ -135,17 +152,7 @@ class WriteKind(Kind):
             raise VoteInvalid("The caption is empty.")
         if len(text) < campaign.text_min_chars:
             raise VoteInvalid(f"The caption is too short: at least {campaign.text_min_chars} characters.")
-        if len(text) > campaign.text_max_chars:
-            raise VoteInvalid(f"The caption is too long: {len(text)} characters, at most "
-                              f"{campaign.text_max_chars}.")
-        if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
-            raise VoteInvalid("The caption has no words (markup alone is not a caption).")
-        if text_checks:
-            from .text_checks import check_caption
-
-            problem = check_caption(text, campaign.text_language)
-            if problem:
-                raise VoteInvalid(problem)
+        _check_typed_text(text, campaign, what="The caption", text_checks=text_checks)
         return {"text": text}
 
     def label_of(self, value):
@@ -222,18 +229,7 @@ class VerifyRewriteKind(Kind):
         text = " ".join((text or "").split())
         if not text:
             raise VoteInvalid("Fix needs the corrected rewrite: type it in the box (or choose Keep or Drop).")
-        campaign = task.campaign
-        if len(text) > campaign.text_max_chars:
-            raise VoteInvalid(f"The corrected rewrite is too long: {len(text)} characters, at most "
-                              f"{campaign.text_max_chars}.")
-        if not any(ch.isalpha() for ch in _TAG.sub(" ", text)):
-            raise VoteInvalid("The corrected rewrite has no words (markup alone is not a caption).")
-        if text_checks:
-            from .text_checks import check_caption
-
-            problem = check_caption(text, campaign.text_language)
-            if problem:
-                raise VoteInvalid(problem)
+        _check_typed_text(text, task.campaign, what="The corrected rewrite", text_checks=text_checks)
         return {"label": label, "text": text}
 
 

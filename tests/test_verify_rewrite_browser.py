@@ -12,10 +12,9 @@ import pytest
 
 from annotation import services
 from annotation.models import Vote
-from curation.models import Collection, FilterRun, Pipeline, RunChunk
 
 from .annotation.test_verify_rewrites import CASTLE, GIZA
-from .curation.release_helpers import add_caption, add_image
+from .curation.release_helpers import news_desk, review_guesses_run
 from .test_browser import CHROMIUM, annotator, browser, curator, log_in  # noqa: F401 - fixtures
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
@@ -32,22 +31,10 @@ CAPTIONS = [GIZA, CASTLE, "A woman walks her dog along the river in autumn."]
 
 @pytest.fixture
 def verify_campaign(transactional_db, curator, annotator):  # noqa: F811 - the fixtures imported above
-    from curation.pipeline import executor
-    from curation.services import run_create
-
-    collection = Collection.objects.create(name="news desk", source_kind=Collection.SourceKind.WEB_ALT_TEXT)
-    for i, text in enumerate(CAPTIONS):
-        add_caption(add_image(collection, seed=90 + i, external_id=f"desk-{i}"), text)
-    pipeline = Pipeline.objects.create(name="hypernyms, review the guesses", steps=[
-        {"filter": "hypernymize", "params": {"on_uncertain": "review"}}])
-    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    for chunk in RunChunk.objects.filter(run=run):
-        executor.run_chunk(run.pk, chunk.index)
-    assert FilterRun.objects.get(pk=run.pk).status == FilterRun.Status.DONE
+    run = review_guesses_run(news_desk(CAPTIONS, seed0=90, prefix="desk"))
     return services.campaign_create(
         name="Verify the guesses", kind="verify_rewrite", user=curator, members=[annotator], status="running",
-        votes_per_item=1, selection={"collection": collection.pk, "run": run.pk, "step": 0,
+        votes_per_item=1, selection={"collection": run.collection_id, "run": run.pk, "step": 0,
                                      "reason": "uncertain_rewrite"})
 
 

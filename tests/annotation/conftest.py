@@ -67,3 +67,15 @@ def make_campaign(db, alice):
 @pytest.fixture
 def bob_worker(bob):
     return worker_for_user(bob)
+
+
+@pytest.fixture
+def verifiers(django_user_model):
+    """Three annotators of a verify-rewrite campaign."""
+    return make_annotators(django_user_model, 3, prefix="verifier")
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """Aggregation is not scheduled on a broker: the test aggregates when it wants to."""
+    monkeypatch.setattr("annotation.tasks.schedule_aggregation", lambda campaign_id: None)

@@ -14,10 +14,9 @@ from django.urls import reverse
 
 from annotation.aggregation import aggregate_campaign
 from annotation.models import Campaign, Task, Vote
-from curation.models import Caption, Collection, FilterDecision, FilterRun, Pipeline, Review, RunChunk
+from curation.models import Caption, FilterDecision, Review
 
-from ..curation.release_helpers import add_caption, add_image, finished_run
-from .conftest import make_annotators
+from ..curation.release_helpers import finished_run, news_desk, review_guesses_run
 
 GIZA = "Tourists ride camels near the pyramids of Giza in Egypt."
 CASTLE = "A couple takes a selfie in front of Neuschwanstein in Bavaria."
@@ -30,31 +29,7 @@ GIZA_FIXED = "tourists ride camels near the pyramids."
 @pytest.fixture
 def run(db):
     """The finished run over five photos with real image files: three uncertain rewrites kept for review."""
-    from curation.pipeline import executor
-    from curation.services import run_create
-
-    collection = Collection.objects.create(name="news desk", source_kind=Collection.SourceKind.WEB_ALT_TEXT)
-    for i, text in enumerate([GIZA, CASTLE, MUSK, *CERTAIN]):
-        add_caption(add_image(collection, seed=70 + i, external_id=f"news-{i}"), text)
-    pipeline = Pipeline.objects.create(name="hypernyms, review the guesses", steps=[
-        {"filter": "hypernymize", "params": {"on_uncertain": "review"}}])
-    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    for chunk in RunChunk.objects.filter(run=run):
-        executor.run_chunk(run.pk, chunk.index)
-    run.refresh_from_db()
-    assert run.status == FilterRun.Status.DONE
-    return run
-
-
-@pytest.fixture
-def annotators(django_user_model):
-    return make_annotators(django_user_model, 3, prefix="verifier")
-
-
-@pytest.fixture
-def no_broker(monkeypatch):
-    monkeypatch.setattr("annotation.tasks.schedule_aggregation", lambda campaign_id: None)
+    return review_guesses_run(news_desk([GIZA, CASTLE, MUSK, *CERTAIN], seed0=70, prefix="news"))
 
 
 def uncertain(run) -> dict[str, FilterDecision]:
@@ -89,10 +64,10 @@ def test_the_step_page_offers_to_verify_the_uncertain_rewrites_with_a_prefilled_
 
 
 def test_a_verify_campaign_is_created_from_the_form_with_one_task_per_uncertain_rewrite(run, alice_client,
-                                                                                     annotators):
+                                                                                     verifiers):
     response = alice_client.post(reverse("campaign-create"), {
         "name": "Verify from the form", "kind": "verify_rewrite", "collection": run.collection_id, "run": run.pk,
-        "step": 0, "reason": "uncertain_rewrite", "members": [u.pk for u in annotators], "start": "on",
+        "step": 0, "reason": "uncertain_rewrite", "members": [u.pk for u in verifiers], "start": "on",
         "priority": "order", "backend": "inhouse", "seed": 0})
     assert response.status_code == 302, response.content.decode()[:3000]
     campaign = Campaign.objects.get(name="Verify from the form")
@@ -144,11 +119,11 @@ def vote_through_the_page(client, user, campaign, n: int = 3):
 
 
 def test_the_work_page_shows_the_guess_and_refuses_a_fix_without_text_or_an_unknown_answer(
-        run, alice_client, annotators, no_broker):
-    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in annotators])
+        run, alice_client, verifiers, no_broker):
+    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in verifiers])
                                     .json()["id"])
-    client = Client()  # the annotators' browser; alice_client stays Alice's
-    client.force_login(annotators[0])
+    client = Client()  # the verifiers' browser; alice_client stays Alice's
+    client.force_login(verifiers[0])
     page = client.get(reverse("annotate", args=[campaign.pk])).content.decode()
     task_id = int(re.search(r'name="task" value="(\d+)"', page).group(1))
     task = Task.objects.select_related("caption").get(pk=task_id)
@@ -178,13 +153,13 @@ def test_the_work_page_shows_the_guess_and_refuses_a_fix_without_text_or_an_unkn
 
 
 def test_verdicts_from_the_work_page_go_onto_the_decisions_and_the_release_ships_the_fixed_text(
-        run, alice_client, annotators, no_broker):
+        run, alice_client, verifiers, no_broker):
     from curation.releases import services as releases
 
-    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in annotators])
+    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in verifiers])
                                     .json()["id"])
-    client = Client()  # the annotators' browser; alice_client stays Alice's
-    for user in annotators:
+    client = Client()  # the verifiers' browser; alice_client stays Alice's
+    for user in verifiers:
         vote_through_the_page(client, user, campaign)
     assert Vote.objects.filter(campaign=campaign).count() == 9
     assert Vote.objects.filter(campaign=campaign, value__text=GIZA_FIXED).count() == 2  # spaces tidied
@@ -220,18 +195,18 @@ def test_verdicts_from_the_work_page_go_onto_the_decisions_and_the_release_ships
     assert Caption.objects.filter(text=GIZA_FIXED, origin="transformed", parent__text=GIZA).count() == 1
 
 
-def test_the_campaign_page_button_and_the_command_apply_the_same_verdicts(run, alice_client, annotators, no_broker,
+def test_the_campaign_page_button_and_the_command_apply_the_same_verdicts(run, alice_client, verifiers, no_broker,
                                                                         capsys):
-    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in annotators])
+    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in verifiers])
                                     .json()["id"])
-    client = Client()  # the annotators' browser; alice_client stays Alice's
+    client = Client()  # the verifiers' browser; alice_client stays Alice's
     detail = alice_client.get(reverse("campaign-detail", args=[campaign.pk])).content.decode()
     assert 'data-role="apply-verdicts"' in detail
     refused = alice_client.post(reverse("campaign-apply-verdicts", args=[campaign.pk]), follow=True)
     assert "aggregate" in refused.content.decode().lower()
     assert FilterDecision.objects.filter(run=run, details__has_key="verified").count() == 0
 
-    for user in annotators:
+    for user in verifiers:
         vote_through_the_page(client, user, campaign)
     aggregate_campaign(campaign.pk)
     done = alice_client.post(reverse("campaign-apply-verdicts", args=[campaign.pk]), follow=True)
@@ -241,15 +216,15 @@ def test_the_campaign_page_button_and_the_command_apply_the_same_verdicts(run, a
 
 
 
-def test_only_curators_apply_verdicts_and_only_of_a_verify_campaign(run, alice_client, annotators, make_campaign):
-    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in annotators])
+def test_only_curators_apply_verdicts_and_only_of_a_verify_campaign(run, alice_client, verifiers, make_campaign):
+    campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in verifiers])
                                     .json()["id"])
     quality = make_campaign("quality")
     wrong = alice_client.post(f"/api/campaigns/{quality.pk}/apply-verdicts/")
     assert wrong.status_code == 400 and "Only a verify-rewrite campaign" in wrong.content.decode()
     assert alice_client.post("/api/campaigns/99999/apply-verdicts/").status_code == 404
     annotator = Client()
-    annotator.force_login(annotators[0])
+    annotator.force_login(verifiers[0])
     assert annotator.post(f"/api/campaigns/{campaign.pk}/apply-verdicts/").status_code == 403
     assert annotator.post(reverse("campaign-apply-verdicts", args=[campaign.pk])).status_code == 403
     assert not Review.objects.exists()

@@ -1,6 +1,7 @@
 """Builders for release tests: images with real bytes in the per-test storage, Conceptual Captions
-example captions (seed 002, Table 1), a finished filter run with decisions and a transform, and a
-quality campaign with votes aggregated by annotation.aggregation."""
+example captions (seed 002, Table 1), a finished filter run with decisions and a transform, a pipeline
+run through the executor in the test's process (hypernymization's "review the guesses" run among them),
+and a quality campaign with votes aggregated by annotation.aggregation."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
-from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Release
+from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, Release, RunChunk
 
 # Seed 002 (Conceptual Captions), Table 1 and Figure 1: alt-texts and what the pipeline made of them.
 CC_PAIRS = [
@@ -92,6 +93,40 @@ def finished_run(collection: Collection, steps: list[dict] | None = None, **fiel
     ]
     return FilterRun.objects.create(collection=collection, snapshot=steps, status=FilterRun.Status.DONE,
                                     versions={"spacy": "3.8.18", "fluency-model": "v4"}, **fields)
+
+
+def executed_run(collection: Collection, steps: list[dict], *, name: str) -> FilterRun:
+    """A pipeline of ``steps`` saved as ``name`` and run over ``collection`` by curation.pipeline.executor
+    in the test's process, chunk after chunk, with no broker: the run, finished (asserted)."""
+    from curation.pipeline import executor
+    from curation.services import run_create
+
+    pipeline = Pipeline.objects.create(name=name, steps=steps)
+    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
+    executor.start(run.pk, enqueue=lambda run_id, index: None)
+    for chunk in RunChunk.objects.filter(run=run):
+        executor.run_chunk(run.pk, chunk.index)
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.DONE
+    return run
+
+
+REVIEW_THE_GUESSES = [{"filter": "hypernymize", "params": {"on_uncertain": "review"}}]
+
+
+def review_guesses_run(collection: Collection, *, name: str = "hypernyms, review the guesses") -> FilterRun:
+    """Hypernymization with on_uncertain="review", finished over ``collection``: a rewrite that rests on a
+    guess is kept with the reason uncertain_rewrite, for a verify-rewrite campaign to check."""
+    return executed_run(collection, REVIEW_THE_GUESSES, name=name)
+
+
+def news_desk(texts: list[str], *, seed0: int, prefix: str) -> Collection:
+    """The collection "news desk": one generated image a text (real bytes, ids ``<prefix>-<i>``), each
+    captioned with its text."""
+    collection = Collection.objects.create(name="news desk", source_kind=Collection.SourceKind.WEB_ALT_TEXT)
+    for i, text in enumerate(texts):
+        add_caption(add_image(collection, seed=seed0 + i, external_id=f"{prefix}-{i}"), text)
+    return collection
 
 
 def decide(run: FilterRun, step: int, image: Image, caption: Caption | None, outcome: str, *, score=None,

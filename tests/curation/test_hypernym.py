@@ -10,6 +10,8 @@ from curation.pipeline import nlp, registry
 from curation.pipeline.base import DROP, KEEP, Item
 from curation.pipeline.hypernym import Hypernymize, RareEntityTypes, pluralize
 
+from .release_helpers import executed_run
+
 TABLE_1_PREMIERE = ("Harrison Ford and Calista Flockhart attend the premiere of 'Hollywood Homicide' at the 29th "
                     "American Film Festival September 5, 2003 in Deauville, France.")
 FIGURE_1_WORKER = "A Pakistani worker helps to clear the debris from the Taj Mahal Hotel November 7, 2005 in Balakot, Pakistan."
@@ -283,9 +285,8 @@ def test_captions_with_an_entity_type_rarer_than_the_minimum_are_dropped_over_th
 
 @pytest.mark.django_db
 def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types_drop(monkeypatch, alice_client):
-    from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+    from curation.models import Caption, Collection, FilterDecision, Image
     from curation.pipeline import executor
-    from curation.services import run_create
 
     collection = Collection.objects.create(name="alt-text")
     texts = [TABLE_1_PREMIERE, "Tom Hanks and Meryl Streep attend the premiere of 'The Post' at the 45th Cannes "
@@ -294,17 +295,11 @@ def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types
         image = Image.objects.create(collection=collection, external_id=f"i{i}", format="JPEG", width=640, height=480,
                                      sha256=f"{i}" * 64)
         Caption.objects.create(image=image, text=text, origin="alt_text")
-    pipeline = Pipeline.objects.create(name="hyp", steps=[
+    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    run = executed_run(collection, [
         {"filter": "hypernymize", "params": {"entity_words": {"Harrison Ford": "actor", "Calista Flockhart": "actor"}}},
         {"filter": "rare_entity_types", "params": {"min_count": 1}},
-    ])
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
-    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    for chunk in RunChunk.objects.filter(run=run):
-        executor.run_chunk(run.pk, chunk.index)
-    run.refresh_from_db()
-    assert run.status == FilterRun.Status.DONE
+    ], name="hyp")
     child = Caption.objects.get(origin="transformed", parent__text=TABLE_1_PREMIERE)
     assert child.text == "actors attend the premiere at the festival."
     rare = {d.caption.text: d for d in FilterDecision.objects.filter(run=run, filter_name="rare_entity_types")}

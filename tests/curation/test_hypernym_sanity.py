@@ -9,6 +9,8 @@ from curation.pipeline.base import DROP, KEEP
 from curation.pipeline.hypernym import Hypernymize, RareEntityTypes, consistency
 from curation.pipeline.hypernym.sanity import Gazetteer, packaged
 
+from .release_helpers import review_guesses_run
+
 
 def one(text, **params):
     flt = Hypernymize(params)
@@ -165,9 +167,7 @@ def test_a_run_sends_uncertain_rewrites_to_review_where_curators_filter_them(mon
     """Alice runs hypernymization with on_uncertain="review" over three stock captions: the one whose
     rewrite rests on a guess is kept with the reason uncertain_rewrite, and the step page filtered on that
     reason lists it and only it."""
-    from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
-    from curation.pipeline import executor
-    from curation.services import run_create
+    from curation.models import Caption, Collection, FilterDecision, Image
 
     collection = Collection.objects.create(name="desert trip")
     texts = ["Tourists ride camels near the pyramids of Giza in Egypt.",
@@ -177,14 +177,7 @@ def test_a_run_sends_uncertain_rewrites_to_review_where_curators_filter_them(mon
         image = Image.objects.create(collection=collection, external_id=f"d{i}", format="JPEG", width=640,
                                      height=480, sha256=f"{i + 3}" * 64)
         Caption.objects.create(image=image, text=text, origin="alt_text")
-    pipeline = Pipeline.objects.create(name="hyp-review", steps=[
-        {"filter": "hypernymize", "params": {"on_uncertain": "review"}}])
-    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    for chunk in RunChunk.objects.filter(run=run):
-        executor.run_chunk(run.pk, chunk.index)
-    run.refresh_from_db()
-    assert run.status == FilterRun.Status.DONE
+    run = review_guesses_run(collection, name="hyp-review")
     uncertain = FilterDecision.objects.get(run=run, reason="uncertain_rewrite")
     assert uncertain.caption.text == texts[0] and uncertain.outcome == KEEP
     assert "Giza" in uncertain.details["uncertain"][0]
