@@ -6,8 +6,12 @@
 - ``verdicts_apply``: each item with a consensus (the campaign's per-item results, ``annotation.results``)
   is written onto its source decision through the curators' override service (a Review each, the
   funnel recounted): keep and drop as such, fix as keep with the most voted fixed text as the decision's text_after
-  and the run's transformed caption, which a release built from the run ships. Idempotent: a second
-  call finds every decision as the verdicts want it and changes nothing.
+  and the run's transformed caption. A text that changed goes through the run's later chunk-level caption
+  steps (an emoji strip, a length check: ``executor.rerun_later_steps``), whose decisions about it are made
+  again (reviewed ones stay) and whose transformed captions follow, so that a release built from the run
+  ships the fix as those steps leave it, or leaves it out when one of them drops it; what follows a drop
+  verdict is taken back at once, and the funnel recounted. Idempotent: a second call finds every decision as
+  the verdicts want it and changes nothing.
 """
 from __future__ import annotations
 
@@ -163,6 +167,7 @@ def verdicts_apply(*, campaign: Campaign, user=None) -> dict:
     """Write the campaign's verdicts onto the source decisions; returns counts per what happened:
     {"keep", "fix", "drop", "unchanged", "no_consensus"}."""
     from curation import services as curation_services
+    from curation.pipeline import executor
 
     if campaign.kind != KIND:
         raise CampaignError("Only a verify-rewrite campaign has verdicts to apply.", code="wrong_kind")
@@ -176,6 +181,7 @@ def verdicts_apply(*, campaign: Campaign, user=None) -> dict:
         decisions = (FilterDecision.objects.select_related("run", "caption").select_for_update(of=("self",))
                      .in_bulk([tasks[t] for t in tasks if t in verdicts]))
         to_review: dict[str, list[FilterDecision]] = {"keep": [], "drop": []}
+        texts_set: list[FilterDecision] = []  # whose text changed: the later steps decide again
         for task_id in sorted(t for t in tasks if t in verdicts):
             decision = decisions.get(tasks[task_id])
             if decision is None:
@@ -198,13 +204,20 @@ def verdicts_apply(*, campaign: Campaign, user=None) -> dict:
             to_review[outcome].append(decision)
             if outcome == "keep" and want_text and (want_text != decision.text_after
                                                      or _transformed_caption(decision) is None):
-                _set_text(decision, want_text)  # a release from the run ships it
+                _set_text(decision, want_text)  # a release from the run ships it, as the later steps leave it
+                texts_set.append(decision)
             details["verified"] = verified
             FilterDecision.objects.filter(pk=decision.pk).update(text_after=want_text, details=details)
             counts[label] += 1
         for outcome, chosen in to_review.items():
             if chosen:
                 curation_services.decisions_override(decisions=chosen, outcome=outcome, note=note, user=user)
+        reviewed = [d for chosen in to_review.values() for d in chosen]
+        for run_id in sorted({d.run_id for d in reviewed}):
+            # Now, not only in the reconcile task the overrides queue after this commits (which then finds
+            # nothing to do): the page that applied the verdicts shows the run as a release will take it.
+            executor.rerun_later_steps(run_id, [d.pk for d in texts_set if d.run_id == run_id],
+                                       image_ids=[d.image_id for d in reviewed if d.run_id == run_id])
     return counts
 
 

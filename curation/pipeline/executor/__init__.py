@@ -18,6 +18,7 @@ The modules, by responsibility:
 - ``decisions``: writing decision rows (COPY) and the transformed captions;
 - ``runlevel``: the run-level steps over the survivors;
 - ``funnel``: the funnel, its lock, its warnings, and reconciling a finished run after overrides;
+- ``propagate``: a text a person set at a transform step, through the run's later steps;
 - ``runs``: a run's life (start, chunks, finish) and its progress, as the Celery tasks call it.
 
 Every name the single module had is importable from here. Setting one of them on this package
@@ -31,7 +32,7 @@ import types
 
 from django.db import connection  # noqa: F401 - patchable here, as before the split (see _Package)
 
-from . import chunks, decisions, funnel, items, planning, runlevel, runs, steps
+from . import chunks, decisions, funnel, items, planning, propagate, runlevel, runs, steps
 from .chunks import SUB_BATCH_CAPTIONS, _caption_order, _ChunkState, _has_decisions, _sub_batches, process_chunk
 from .decisions import (
     _DECISION_COLUMNS, _DECISION_COPY, DecisionRow, _Child, _decision_row, _decision_tail, _DecisionWriter,
@@ -47,6 +48,7 @@ from .planning import (
     CHUNK_CAPTIONS, CHUNK_IMAGES, MAX_ATTEMPTS, SKIP_ORIGINS, PipelineError, _chunk_image_ids, _fit, instantiate,
     library_versions, load_artifact_state, save_artifact, validate_steps,
 )
+from .propagate import relink_chains, rerun_later_steps
 from .runlevel import RUN_LEVEL_BATCH, SHARDS, _keep_unjudged, _retract_later, _survivor_rows, _survivors, finalise, shard_of
 from .runs import PHASES, _maybe_finish, _no_cyclic_gc, _publish_repeated, chunk_failed, finish, progress, run_chunk, start
 from .steps import (
@@ -55,7 +57,7 @@ from .steps import (
     _run_step, _run_steps, _shares_decisions, _step_errors, _take_shared, _undecided,
 )
 
-_MODULES = (planning, items, decisions, steps, chunks, funnel, runlevel, runs)
+_MODULES = (planning, items, decisions, steps, chunks, funnel, runlevel, runs, propagate)
 
 
 class _Package(types.ModuleType):
@@ -73,4 +75,5 @@ sys.modules[__name__].__class__ = _Package
 
 __all__ = ["PipelineError", "validate_steps", "start", "run_chunk", "chunk_failed", "finish", "progress",
            "compute_funnel", "funnel_lock", "funnel_warnings", "with_warnings", "save_artifact", "load_artifact_state", "reconcile",
-           "process_chunk", "finalise", "load_items", "instantiate", "library_versions", "write_decisions"]
+           "process_chunk", "finalise", "load_items", "instantiate", "library_versions", "write_decisions",
+           "rerun_later_steps"]

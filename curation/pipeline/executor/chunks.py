@@ -53,6 +53,9 @@ class _ChunkState:
         # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
         # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
         self.overrides: dict[int, dict[tuple, str]] | None = None
+        # Texts people set at transform steps ({step: {(image, caption): text}}), which go on in place of
+        # the filters' when a finished run's chunk steps run again (``reconcile``); None in a run's own chunks.
+        self.texts: dict[int, dict[tuple, str]] | None = None
 
     def count(self, position: int, outcome: str) -> None:
         key = (position, outcome)
@@ -92,7 +95,8 @@ class _ChunkState:
 
 
 def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False,
-                  counts: dict | None = None, overrides: dict | None = None) -> int:
+                  counts: dict | None = None, overrides: dict | None = None, texts: dict | None = None,
+                  transforms: dict | None = None) -> int:
     """Run the chunk-level steps over some images and their captions; returns the items processed.
     ``first_attempt``: the caller knows that no attempt at these images has committed before (a chunk's
     decisions commit together with its being done, and a done chunk is never claimed again), so the
@@ -100,12 +104,16 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
     (with the image ids from every earlier run of the collection in the index, that lookup costs more
     than the chunk's own queries). ``counts``, when given, receives {step: {outcome: decisions}} of the
     decisions made (the funnel of the chunk). ``overrides`` ({step: {(image, caption or None): outcome}}):
-    what curators decided, which the steps honour (an item a curator kept goes on to the next step)."""
+    what curators decided, which the steps honour (an item a curator kept goes on to the next step).
+    ``texts`` ({step: {(image, caption): text}}): texts people set at transform steps, which go on in
+    place of the filters' (a verified rewrite's fix). ``transforms``, when given, receives {caption id:
+    [(step, new text)]} of the surviving captions (the chains of transformed captions saved)."""
     filters = instantiate(run)
     hashes: list[str] = []
     images, captions = load_items(image_ids, hashes)
     state = _ChunkState(run, filters)
     state.overrides = overrides or None
+    state.texts = texts or None
     if _shares_decisions(run.snapshot, filters):
         state.share, repeats = shared.RunShare.open(run, hashes)
         if state.share is not None:
@@ -150,6 +158,8 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
             save_chunk_seeds(run, state.seeds)
     if counts is not None:
         counts.update(state.step_counts())
+    if transforms is not None:
+        transforms.update({it.caption_id: list(state.transforms.get(it.caption_id, ())) for it in alive_captions})
     return len(images) + len(captions)
 
 

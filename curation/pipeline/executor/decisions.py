@@ -249,6 +249,9 @@ def write_decision_lines(lines: list[str]) -> None:
             f"INSERT INTO curation_filterdecision ({columns}) "
             f"SELECT run_id, image_id, caption_id, step, filter_name, outcome, score, reason, details::jsonb, "
             f"text_before, text_after, override FROM {stage} ON CONFLICT DO NOTHING")
+        # Emptied now, not only at the commit: a second write in the same transaction (reconcile's, after
+        # decisions were taken back in between) must not insert these rows again.
+        cursor.execute(f"TRUNCATE {stage}")
 
 
 def _unescape(value: str):

@@ -4,13 +4,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from django.db import connection, transaction
-from django.db.models import Value
+from django.db.models import Exists, OuterRef, Q, Value
 
 from ...models import Caption, FilterDecision, FilterRun, RunChunk
 from ..base import DROP, KEEP, NA
 
 
-def reconcile(run_id: int, image_ids: list[int]) -> int:
+def reconcile(run_id: int, image_ids: list[int], transforms: dict | None = None) -> int:
     """After curators' overrides in a finished run, make the decisions after them follow the final
     outcomes. The chunk steps run again over these images honouring every override (an item a curator
     kept goes on to the next step; decisions already there, reviewed ones included, stay as they are),
@@ -18,9 +18,12 @@ def reconcile(run_id: int, image_ids: list[int]) -> int:
     Run-level steps are not run again: an item a curator brought back gets a "keep" decision with the
     reason ``not_judged`` at each of those after its override (a release keeps it there, and the funnel
     counts it, so that the funnel's last row is what a release of the run selects). Then the funnel is
-    recounted. Returns the items the chunk steps
-    went over. Run by the ``curation.filter_reconcile`` task, after the override commits."""
-    from ...models import decisions_of_images
+    recounted. A reviewed decision's final outcome is honoured like an override, and a transform's text that
+    a person set (a verified rewrite: ``details["verified"]``, annotation/verify_rewrites.py) goes on in place
+    of the filter's. Returns the items the chunk steps
+    went over (``transforms``: see ``process_chunk``). Run by the ``curation.filter_reconcile`` task, after the
+    override commits."""
+    from ...models import Review, decisions_of_images
     from .chunks import process_chunk
     from .runlevel import _keep_unjudged, _retract_later
 
@@ -32,10 +35,18 @@ def reconcile(run_id: int, image_ids: list[int]) -> int:
         caption_ids = list(Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True))
         of_images = FilterDecision.objects.filter(decisions_of_images(image_ids, caption_ids), run=run)
         overrides: dict[int, dict[tuple, str]] = {}
-        for position, image_id, caption_id, override in (of_images.exclude(override="")
-                                                         .values_list("step", "image_id", "caption_id", "override")):
-            overrides.setdefault(position, {})[(image_id, caption_id)] = override
-        went_over = process_chunk(run, image_ids, overrides=overrides)
+        reviewed = Exists(Review.objects.filter(decision_id=OuterRef("pk")))
+        for position, image_id, caption_id, override, outcome in (
+                of_images.filter(~Q(override="") | Q(reviewed))
+                .values_list("step", "image_id", "caption_id", "override", "outcome")):
+            overrides.setdefault(position, {})[(image_id, caption_id)] = override or outcome
+        texts: dict[int, dict[tuple, str]] = {}
+        transform_steps = [i for i, s in enumerate(run.snapshot) if s["transform"] and not s["run_level"]]
+        for position, image_id, caption_id, text in (
+                of_images.filter(step__in=transform_steps, caption__isnull=False, details__has_key="verified")
+                .exclude(text_after="").values_list("step", "image_id", "caption_id", "text_after")):
+            texts.setdefault(position, {})[(image_id, caption_id)] = text
+        went_over = process_chunk(run, image_ids, overrides=overrides, texts=texts, transforms=transforms)
         for position, step in enumerate(run.snapshot):
             if step["run_level"]:
                 _keep_unjudged(run, position, step, image_ids)

@@ -24,7 +24,7 @@ def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_c
     """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them.
     Consecutive steps decided by the text alone run as one group, once per distinct text."""
     index = 0
-    memo = memo and not state.overrides  # an override changes what goes on: step by step
+    memo = memo and not state.overrides and not state.texts  # what goes on is not the filters' alone: step by step
     while index < len(steps):
         if memo and _memoisable(steps[index][1], steps[index][2]):
             end = index
@@ -49,7 +49,8 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
     if not targets:
         return alive_images, alive_captions
     found = state.overrides.get(position) if state.overrides else None
-    texts_before = [item.text for item in targets] if found and step["transform"] else None
+    set_texts = state.texts.get(position) if state.texts and step["target"] != "image" else None
+    texts_before = [item.text for item in targets] if (found or set_texts) and step["transform"] else None
     with _step_errors(position, step):
         if flt.text_keyed and step["target"] != "image":
             survivors = _apply_text_keyed(state, position, step, flt, targets)
@@ -57,6 +58,8 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
             survivors = _apply_text_only(state, position, step, flt, targets)
         else:
             survivors, dropped_images = _apply_each(state, position, step, flt, targets)
+    if set_texts and texts_before is not None:
+        _set_texts(state, position, targets, texts_before, set_texts)
     if found and step["target"] == "image":
         for item in targets:
             outcome = found.get((item.image_id, None))
@@ -71,7 +74,8 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
         if texts_before is not None:  # a transform's drop kept by a curator: its new text is saved too
             for item, before in zip(targets, texts_before):
                 if (id(item) not in alive and found.get((item.image_id, item.caption_id), DROP) != DROP
-                        and item.text != before and item.caption_id is not None):
+                        and item.text != before and item.caption_id is not None
+                        and not (set_texts and (item.image_id, item.caption_id) in set_texts)):
                     state.transforms.setdefault(item.caption_id, []).append((position, item.text))
     if step["target"] == "image":
         if dropped_images:
@@ -81,6 +85,21 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
     else:
         alive_captions = survivors
     return alive_images, alive_captions
+
+
+def _set_texts(state: _ChunkState, position: int, targets: list[Item], texts_before: list[str],
+               set_texts: dict[tuple, str]) -> None:
+    """A text a person set at this transform step (a verified rewrite's fix) goes on in place of the
+    filter's, and is the one the run's transformed caption of this step holds."""
+    for item, before in zip(targets, texts_before):
+        text = set_texts.get((item.image_id, item.caption_id))
+        if not text or item.caption_id is None:
+            continue
+        item.text = text
+        changes = [change for change in state.transforms.get(item.caption_id, ()) if change[0] != position]
+        if text != before:
+            changes.append((position, text))
+        state.transforms[item.caption_id] = changes
 
 
 @contextmanager
