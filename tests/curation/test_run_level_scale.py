@@ -177,3 +177,42 @@ def test_the_topic_models_peak_memory_does_not_grow_with_the_run(monkeypatch):
     # Measured: 40.9 MB at both sizes (a parsed batch's buffers, the same at any size); the whole-run step of
     # before (every row, every image's topics in one call) measured 41.7 and 62.9 MB here.
     assert large_peak <= 1.3 * small_peak, (small_peak, large_peak)
+
+
+def _hashed_collection(name: str, images: int) -> Collection:
+    """``images`` images with a cached 64-bit pHash each (as the decodable step leaves it); every 40th is a
+    re-encoded copy of the one before (one hex digit changed: at most 4 bits away)."""
+    collection = Collection.objects.create(name=name)
+    digest = [hashlib.sha256(f"{name}-{i}".encode()).hexdigest()[:16] for i in range(images)]
+    phash = [digest[i - 1][:15] + ("0" if digest[i - 1][15] != "0" else "1") if i % 40 == 39 else digest[i]
+             for i in range(images)]
+    Image.objects.bulk_create([Image(collection=collection, external_id=f"{name}-{i}", width=640, height=480,
+                                     format="JPEG", sha256=_sha(name, i), phash=phash[i], status="ready")
+                               for i in range(images)], batch_size=5000)
+    return collection
+
+
+@pytest.mark.django_db(transaction=True)
+def test_near_duplicates_over_a_run_cost_bytes_per_image_not_a_row_each(monkeypatch):
+    """near_duplicate compares every image with every other of the run, so it cannot decide batch by batch: it
+    packs each survivor's hash in one streamed pass (16 bytes an image) and solves the run from those arrays.
+    The whole-run list of rows and the Python index it replaces held about a kilobyte per image."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the scale test streams through PostgreSQL's server-side cursors; run it on PostgreSQL")
+    steps = [{"filter": "near_duplicate"}]
+    small = _chunks_done(_hashed_collection("gulls 2019", 3_000), monkeypatch, steps)
+    large = _chunks_done(_hashed_collection("gulls 2020", 30_000), monkeypatch, steps)
+    monkeypatch.setattr(executor, "RUN_LEVEL_BATCH", 1000)
+    executor.finish(small.pk)
+    small_peak, large_peak = _finish_peak(small), _finish_peak(large)
+    for run, images in ((small, 3_000), (large, 30_000)):
+        assert run.status == FilterRun.Status.DONE, run.error
+        dropped = FilterDecision.objects.filter(run=run, step=0, outcome="drop")
+        assert dropped.count() == images // 40
+        first = dropped.order_by("image_id").first()
+        assert first.reason == "near_duplicate_of" and first.details["of"] < first.image_id
+        assert 1 <= first.details["distance"] <= 4
+    per_image = (large_peak - small_peak) / 27_000
+    print(f"near_duplicate finalising peak: {small_peak / 1e6:.1f} MB at 3,000 images, {large_peak / 1e6:.1f} MB "
+          f"at 30,000: {per_image:.0f} bytes per image")
+    assert per_image < 400, per_image
