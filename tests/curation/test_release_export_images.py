@@ -297,3 +297,33 @@ def test_zip_and_tar_shards_are_byte_identical_on_a_second_write(release, tmp_pa
             assert (tmp_path / archive / "a" / entry["name"]).read_bytes() == \
                 (tmp_path / archive / "b" / entry["name"]).read_bytes()
 
+
+
+def test_tar_shards_keep_no_member_list_and_write_the_same_bytes_as_tarfile(tmp_path):
+    """A shard of many images holds no TarInfo per member (tarfile keeps one per member until it closes: a
+    kilobyte each, gigabytes for a release of millions of images), and its bytes are tarfile's own."""
+    import io
+    import tarfile
+
+    from curation.releases.formats.images import add_member
+
+    def member(i):
+        info = tarfile.TarInfo(f"images/{i % 256:02x}/{i:064x}.jpg")
+        data = bytes([i % 251]) * (300 + i % 700)
+        info.size, info.mtime, info.mode, info.uname, info.gname = len(data), 0, 0o444, "captionlab", "captionlab"
+        return info, data
+
+    plain, lean = io.BytesIO(), io.BytesIO()
+    with tarfile.open(fileobj=plain, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(3000):
+            info, data = member(i)
+            tar.addfile(info, io.BytesIO(data))
+        assert len(tar.members) == 3000  # what the standard writer holds until the shard closes
+    with tarfile.open(fileobj=lean, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for i in range(3000):
+            info, data = member(i)
+            add_member(tar, info, io.BytesIO(data))
+            assert not tar.members
+    assert lean.getvalue() == plain.getvalue()
+    with tarfile.open(fileobj=io.BytesIO(lean.getvalue())) as back:
+        assert len(back.getmembers()) == 3000 and back.extractfile(back.getmembers()[7]).read() == member(7)[1]

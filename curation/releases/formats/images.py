@@ -99,6 +99,14 @@ def check(source: HashingReader, sha: str, image_id, file: str) -> None:
             "Restore the file or freeze a new release.", "images")
 
 
+def add_member(tar: tarfile.TarFile, info: tarfile.TarInfo, source) -> None:
+    """``tar.addfile``, without the TarInfo that ``tarfile`` keeps for every member it writes: a writer
+    never reads them back, and a release of millions of images would hold a kilobyte per member until
+    the shard closes. The bytes written are the same."""
+    tar.addfile(info, source)
+    tar.members.clear()
+
+
 def file_size(fh) -> int:
     size = getattr(fh, "size", None)  # Django's File (local and S3) knows it without reading
     if isinstance(size, int):
@@ -139,7 +147,7 @@ class Shards:
             info.size, info.mtime, info.mode = size, 0, 0o444
             info.uid = info.gid = 0
             info.uname = info.gname = "captionlab"
-            self.pack.addfile(info, source)
+            add_member(self.pack, info, source)
         else:
             info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
             info.compress_type = zipfile.ZIP_STORED

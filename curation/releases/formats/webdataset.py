@@ -24,7 +24,7 @@ import tarfile
 
 from .. import ReleaseError
 from . import Context, dumps
-from .images import BLOCK, HashingFile, HashingReader, check, extension, file_size
+from .images import BLOCK, HashingFile, HashingReader, add_member, check, extension, file_size
 
 FIELDS = ("position", "split", "provenance__image", "image_sha256", "image_file", "image_format", "width",
           "height", "license", "credit", "external_id", "provenance__caption", "text", "language",
@@ -74,7 +74,7 @@ class ShardWriter:
             info.size, info.mtime, info.mode = size, 0, 0o444
             info.uid = info.gid = 0
             info.uname = info.gname = "captionlab"
-            self.tar.addfile(info, source)
+            add_member(self.tar, info, source)
             self.size += size
         self.count += 1
 
