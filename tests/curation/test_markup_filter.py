@@ -3,12 +3,13 @@ script and style elements, nested, malformed and truncated tags, escaped markup,
 plain texts whose "<" or "&" is no markup. Each graded string has its exact cleaned text."""
 import pytest
 
-from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline
 from curation.pipeline import executor, registry
 from curation.pipeline.base import DROP, KEEP, Item
 from curation.pipeline.presets import PRESETS
 from curation.pipeline.text_filters.markup import MAX_TAGS_LISTED
-from curation.services import run_create
+
+from .release_helpers import executed_run
 
 # (raw alt-text, the text the step hands on)
 STRIPPED = [
@@ -167,15 +168,9 @@ def run(db, monkeypatch):
         image = Image.objects.create(collection=collection, external_id=key, width=800, height=600, format="JPEG",
                                      sha256=f"{i:064x}", status="ready")
         Caption.objects.create(image=image, text=text, origin=Caption.Origin.ALT_TEXT, source="scrape.tsv")
-    pipeline = Pipeline.objects.create(name="markup first", steps=[
+    return executed_run(collection, [
         {"filter": "markup"}, {"filter": "boilerplate_crop"}, {"filter": "emoji", "params": {"mode": "strip"}},
-        {"filter": "caption_length"}])
-    run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    executor.start(run.pk, enqueue=lambda run_id, index: None)
-    for chunk in RunChunk.objects.filter(run=run):
-        executor.run_chunk(run.pk, chunk.index)
-    run.refresh_from_db()
-    return run
+        {"filter": "caption_length"}], name="markup first")
 
 
 def _final_texts(run) -> dict[str, str | None]:
@@ -233,8 +228,6 @@ def test_pipelines_made_from_the_preset_before_the_step_existed_get_it_before_th
     import importlib
 
     from django.apps import apps
-
-    from curation.models import Pipeline
 
     migration = importlib.import_module("curation.migrations.0012_cc_preset_markup")
     old = [{"filter": "image_format"}, {"filter": "near_duplicate"}, {"filter": "boilerplate_drop"},
