@@ -25,20 +25,21 @@ log = logging.getLogger(__name__)
 
 @worker_init.connect
 def _preload_aggregation(sender=None, **kwargs) -> None:
-    """Import the aggregation stack (pandas, crowd-kit with scipy: about 200 MiB) in the worker's
-    main process before its pool forks, so the children share those pages instead of each
-    importing a copy of its own on its first aggregation, then freezes the garbage collector's view
-    of them (``gc.freeze``). Only in a worker that consumes the ``aggregate`` queue (not the GPU
-    worker); the web processes never get here."""
+    """Import what every aggregation pass uses (pandas, krippendorff, the per-task rules: about
+    80 MiB) in the worker's main process before its pool forks, so the children share those pages
+    instead of each importing a copy on its first pass, then freeze the garbage collector's view of
+    them (``gc.freeze``). crowd-kit is not among them: the model-based fits run in a process of
+    their own (``aggregation.methods.fit``). Only in a worker that consumes the ``aggregate``
+    queue (not the GPU worker); the web processes never get here."""
     app = getattr(sender, "app", None)
     consumed = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None) or {}
     if "aggregate" not in consumed:
         return
     try:
-        import crowdkit.aggregation  # noqa: F401
         import krippendorff  # noqa: F401
+        import pandas  # noqa: F401
 
-        from .aggregation import methods  # noqa: F401
+        from .aggregation import full, incremental  # noqa: F401
     except Exception:  # noqa: BLE001 - the first aggregation imports them (and reports) instead
         log.exception("could not preload the aggregation libraries")
         return

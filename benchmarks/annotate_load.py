@@ -168,6 +168,33 @@ def aggregation_state(dsn: str, campaign: int) -> dict:
             "models_computed_at": stats.get("models_computed_at"), "pending_votes": inc.get("pending_votes")}
 
 
+def model_pass(dsn: str, env: dict, sampler, worker_pid: int, campaign: int, rows: list[dict]) -> dict:
+    """One full pass with the model-based methods, queued as the recompute button does and run by
+    the worker (its crowd-kit fits in a child process): its CPU (the worker group, sampled) and the
+    worker's peak PSS while it runs; amortised at the schedule's floor (ANNOTATION_MODELS_MIN_INTERVAL
+    seconds between passes) over the fastest level's vote rate."""
+    before = aggregation_state(dsn, campaign)["models_computed_at"]
+    snap0 = sampler.snapshot()
+    subprocess.run([str(Path(sys.executable).parent / "celery"), "-A", "captionlab", "call",
+                    "annotation.aggregate_campaign", "--args", json.dumps([campaign]), "--queue", "aggregate"],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+    peak, deadline = 0.0, time.monotonic() + 300
+    while time.monotonic() < deadline:
+        peak = max(peak, pss_mib([worker_pid] + descendants(worker_pid)))
+        state = aggregation_state(dsn, campaign)
+        if state["models_computed_at"] != before:
+            break
+        time.sleep(0.1)
+    else:
+        raise RuntimeError("the on-demand model-based pass did not finish in 300 s")
+    time.sleep(1.0)  # the task's last writes and the sampler's last look at the child
+    cpu = cost(snap0, sampler.snapshot()).get("worker", 0.0)
+    interval = int(env.get("ANNOTATION_MODELS_MIN_INTERVAL", 300))
+    rate = max((r["votes_per_s"] for r in rows), default=0.0)
+    return {"n_votes": state["n_votes"], "cpu_s": cpu, "peak_mib": peak, "interval_s": interval,
+            "votes_per_s": rate, "ms_per_vote": 1000 * cpu / (interval * rate) if rate else float("nan")}
+
+
 def clear_redis(url: str) -> None:
     """The queues and cache keys a run left (campaign ids repeat from one scratch database to the next)."""
     import redis
@@ -264,6 +291,7 @@ def run_size(args, base: str, n_tasks: int, levels: list[int], scenarios: list[s
         memory = {"web_pss_mib": pss_mib([web.pid] + descendants(web.pid)),
                   "worker_pss_mib": pss_mib([worker.pid] + descendants(worker.pid)),
                   "web_processes": 1 + len(descendants(web.pid)), "worker_processes": 1 + len(descendants(worker.pid))}
+        models = model_pass(db.dsn, env, sampler, worker.pid, data["campaigns"][scenarios[0]], rows)
         sampler.stop()
         if sampler.error:
             print(f"warning: the CPU sampler stopped: {sampler.error}")
@@ -273,10 +301,15 @@ def run_size(args, base: str, n_tasks: int, levels: list[int], scenarios: list[s
             print(f"aggregation of the {scenario} campaign: {state['n_votes']} votes aggregated at "
                   f"{state['computed_at']}; model-based methods at {state['models_computed_at']}, "
                   f"{state['pending_votes']} votes since")
+        print(f"model-based pass on demand ({scenarios[0]} campaign, {models['n_votes']} votes): "
+              f"{models['cpu_s']:.2f} CPU-s in the worker and its fitting process, worker peak "
+              f"{models['peak_mib']:.0f} MiB PSS during it; at the schedule's floor (one pass per "
+              f"{models['interval_s']} s) and {models['votes_per_s']:.0f} votes/s that adds "
+              f"{models['ms_per_vote']:.2f} ms per vote")
         _kill_all()
     clear_redis(args.redis_url)
     shutil.rmtree(tmp, ignore_errors=True)  # logs and collected static files of this size
-    return {"tasks": n_tasks, "rows": rows, "memory": memory, "aggregation": aggregation}
+    return {"tasks": n_tasks, "rows": rows, "memory": memory, "aggregation": aggregation, "models": models}
 
 
 # --- 4. The run ---------------------------------------------------------------------------------

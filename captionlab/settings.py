@@ -355,6 +355,9 @@ ANNOTATION_AGGREGATE_DEBOUNCE = env.int("ANNOTATION_AGGREGATE_DEBOUNCE", default
 ANNOTATION_MODELS_MIN_INTERVAL = env.int("ANNOTATION_MODELS_MIN_INTERVAL", default=300)
 ANNOTATION_MODELS_AFTER_VOTES = env.int("ANNOTATION_MODELS_AFTER_VOTES", default=500)
 ANNOTATION_MODELS_MAX_DELAY = env.int("ANNOTATION_MODELS_MAX_DELAY", default=1800)
+# Their fits run in a child process ("subprocess": crowd-kit's ~100 MiB leave with it) or "inline".
+ANNOTATION_MODELS_PROCESS = env.str("ANNOTATION_MODELS_PROCESS", default="subprocess")
+ANNOTATION_MODELS_TIMEOUT = env.int("ANNOTATION_MODELS_TIMEOUT", default=1800)
 
 # --- REST API ---------------------------------------------------------------------------------
 

@@ -35,6 +35,14 @@ def _media_root(tmp_path, settings):
     }
 
 
+@pytest.fixture(autouse=True)
+def _model_fits_inline(settings):
+    """The model-based fits run in the test process: a child process per pass would add about two
+    seconds of imports to every aggregation test. tests/annotation/test_model_process.py runs the
+    production path (a child process) and checks it gives the same rows."""
+    settings.ANNOTATION_MODELS_PROCESS = "inline"
+
+
 def _user(django_user_model, username, role=None, **extra):
     user = django_user_model.objects.create_user(username=username, password=f"{username}-pw-123", **extra)
     if role:

@@ -13,7 +13,7 @@ from ..models import Aggregate, Campaign, Membership, Task, Worker
 from . import store
 from .agreement import krippendorff_alpha, worker_alpha
 from .frames import Results, blocked_workers, counted_votes, label_key, load_votes
-from .methods import MODEL_METHODS, bradley_terry, categorical
+from .methods import MODEL_METHODS, BradleyTerry, Categorical, run_fits
 from .per_task import is_numeric, per_task_rows, tie_break_rule
 from .tally import contributions, figures
 
@@ -42,14 +42,16 @@ def run_models(campaign, kind, votes: pd.DataFrame, all_parts, results: Results)
         parts = all_parts[~all_parts["blocked"]]
         majority = {(t, p): (v[0], v[1]) for (t, p, m), v in results.rows.items() if m == "majority"}
         if not parts.empty:
-            for dim, group in parts.groupby("dim"):
-                out = categorical(group, results, dim, majority)
+            # Every dimension's fits in one process (methods.fit): crowd-kit is imported once a pass.
+            groups = list(parts.groupby("dim"))
+            models = [Categorical(group, dim, majority) for dim, group in groups]
+            if isinstance(kind, CandidatesKind) and is_numeric(kind):
+                models += [BradleyTerry(dim, group) for dim, group in groups]
+            for out in run_fits(models, results)[:len(groups)]:
                 for worker, value in out["reliability"].items():
                     reliability.setdefault(worker, []).append(value)
                 keys = out["keys"].assign(consensus=out["consensus"].reindex(out["keys"]["key"]).to_numpy())
                 consensus_frames.append(keys[["task", "part", "consensus"]])
-            if isinstance(kind, CandidatesKind) and is_numeric(kind):
-                bradley_terry(parts, results)
         alpha, n_items = krippendorff_alpha(parts, metric)
         agreement.update(alpha=alpha, n_items=n_items)
         if isinstance(kind, CandidatesKind):
