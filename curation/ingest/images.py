@@ -18,6 +18,7 @@ from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
 from ..models import Image
+from .file_stat import of_stored
 from .report import RowError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
@@ -78,6 +79,7 @@ def store_image_file(image: Image, verified: VerifiedImage) -> None:
     path = f"images/{verified.sha256[:2]}/{verified.sha256}.{image.extension}"
     if not default_storage.exists(path):
         path = default_storage.save(path, ContentFile(verified.data))
+        image.file_stat = of_stored(path) or ""  # just written from bytes that hash to sha256
     image.file.name = path
     thumb_path = f"thumbs/{verified.sha256[:2]}/{verified.sha256}.jpg"
     if not default_storage.exists(thumb_path):

@@ -43,6 +43,9 @@ class Image(models.Model):
     height = models.PositiveIntegerField(null=True, blank=True)
     format = models.CharField(max_length=10, blank=True)
     file_size = models.PositiveBigIntegerField(null=True, blank=True)
+    # size:mtime_ns:ctime_ns:inode of the stored file when its bytes last hashed to sha256
+    # (curation/ingest/file_stat.py): an export copies a file with the same stat without hashing it again.
+    file_stat = models.CharField(max_length=100, blank=True, default="", db_default="")
     source_url = models.TextField(blank=True)
     external_id = models.CharField(max_length=300, blank=True)
     metadata = models.JSONField(default=dict, blank=True)

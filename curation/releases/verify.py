@@ -1,7 +1,8 @@
 """Re-export and verify: write a done export's files again and show that every sha256 matches.
 
 ``run_verify`` writes the format again, with the export's own options, into a scratch folder
-(the published files are never touched), hashes the published files in storage as they are now,
+(the published files are never touched; every image is hashed against its sha256, even a file the
+export trusted as unchanged since it last hashed right), hashes the published files in storage as they are now,
 and stores on the export, file by file, the sha256 recorded when it was published, the one of the
 rewrite and the one in storage. The export is verified when the three agree for every file and
 neither side has a file the other lacks. A rewrite that differs means the release's rows, the
@@ -77,7 +78,8 @@ def run_verify(export_id: int, storage=None, progress=None) -> ReleaseExport | N
     try:
         with tempfile.TemporaryDirectory(prefix=f"release-{export.release_id}-verify-{export.pk}-") as tmp:
             rewritten = formats.write(export.format, export.release, Path(tmp),
-                                      {**(export.options or {}), "report": []}, progress=progress)
+                                      {**(export.options or {}), "report": [], "verify_images": "always"},
+                                      progress=progress)
         stored = {f["name"]: stored_sha256(storage, storage_name(export, f["name"])) for f in export.files or []}
         files = compare(export.files or [], rewritten, stored)
         verification = {"status": "done", "ok": bool(files) and all(f["match"] for f in files), "files": files,

@@ -264,6 +264,19 @@ def test_an_image_whose_bytes_changed_fails_the_export(release, tmp_path):
     assert list((tmp_path / "out").iterdir()) == []
 
 
+def test_a_changed_image_in_the_middle_of_the_shards_fails_the_export_by_name(release, tmp_path):
+    """Shards already closed before the changed image are taken back with the rest."""
+    ordered = sorted(items(release), key=lambda i: i.image_sha256)
+    victim = ordered[len(ordered) // 2]  # images are written by sha256: one in the middle
+    default_storage.delete(victim.image_file)
+    default_storage.save(victim.image_file, io.BytesIO(image_bytes(998)))
+    with pytest.raises(ReleaseError) as info:
+        write("jsonl", release, tmp_path / "out", {"shard_size": 1})
+    assert info.value.field == "images" and victim.image_file in info.value.message
+    assert f"#{victim.image_id}" in info.value.message
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 class WorkerKilled(BaseException):
     """What a killed worker looks like to the writer: not an Exception, nothing catches it."""
 

@@ -76,6 +76,7 @@ class Context:
         self.missing_files: list[str] = []
         self.captions_skipped = 0
         self.images_written = self.image_bytes = 0
+        self.images_trusted = 0  # copied without a second sha256 (an unchanged file: formats.images.trusted)
         self.hashed: dict[str, dict] = {}  # file entries computed while writing (no second read)
 
     def image_path(self, sha: str, fmt: str, file: str) -> str:

@@ -37,7 +37,8 @@ def effective_options(ctx, export_format: str) -> dict:
     and one asked with the defaults spelt out have the same manifest)."""
     from .images import DEFAULT_SHARD_SIZE
 
-    options = {k: v for k, v in ctx.options.items() if k not in ("report", "missing_images")}
+    # verify_images changes how the copy is checked, never the bytes: it stays out of the manifest.
+    options = {k: v for k, v in ctx.options.items() if k not in ("report", "missing_images", "verify_images")}
     options["images"] = "include" if ctx.with_images else "none"
     if ctx.with_images:
         options["missing_images"] = ctx.missing_policy

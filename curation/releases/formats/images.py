@@ -7,9 +7,12 @@ reference.
 Images come from PostgreSQL once per distinct sha256 (``DISTINCT ON``, ordered by sha256), so the
 order, and with it the bytes of every shard, is the same on every run. Each file is copied in
 1 MiB blocks (never whole in memory) while its sha256 is checked against the one recorded at
-freezing; the shard's own sha256 is computed as it is written (no second read). These two
-sha256 passes are most of the CPU an image costs beyond ``tarfile``'s copy (see
-benchmarks/export.py). Members get fixed metadata (mtime 0 / 1980-01-01, mode 0444, owner
+freezing; the shard's own sha256 is computed as it is written (no second read). A file whose stat
+(size, modification and change times, inode) still equals the token recorded when its bytes last
+hashed right (``Image.file_stat``: set by the import that wrote it, or by an earlier export) is
+copied without that check, as git trusts an unchanged file in its index; every other file is hashed,
+and ``verify_images: "always"`` (re-export and verify) hashes them all. The two sha256 passes are
+most of the CPU an image costs beyond ``tarfile``'s copy (see benchmarks/export.py). Members get fixed metadata (mtime 0 / 1980-01-01, mode 0444, owner
 "captionlab"); zip members are stored (JPEG and PNG do not compress further).
 
 An image whose file is missing from storage is left out and remembered (``ctx.missing``); the
@@ -24,6 +27,8 @@ import io
 import posixpath
 import tarfile
 import zipfile
+
+from curation.ingest import file_stat
 
 from .. import ReleaseError
 from . import EXTENSIONS, CHUNK
@@ -178,13 +183,66 @@ class Shards:
 
 
 def distinct_images(ctx):
-    """(sha256, file, format, image id, first position) per distinct image, by sha256."""
+    """(sha256, file, format, image id, first position, the image's current sha256, file and
+    file_stat) per distinct image, by sha256."""
     from curation.models import ReleaseItem
 
     return (ReleaseItem.objects.filter(release=ctx.release).order_by("image_sha256", "position")
             .distinct("image_sha256")
-            .values_list("image_sha256", "image_file", "image_format", "image_id", "position")
+            .values_list("image_sha256", "image_file", "image_format", "image_id", "position",
+                         "image__sha256", "image__file", "image__file_stat")
             .iterator(chunk_size=CHUNK))
+
+
+class CountingReader:
+    """Reads a source file that needs no hashing (``trusted``), counting its bytes."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        self.size += len(data)
+        return data
+
+
+class StatLedger:
+    """Tokens (``curation.ingest.file_stat``) of the files an export hashed and found right, written
+    to their images in batches, so the next export of them copies without hashing."""
+
+    def __init__(self):
+        self.pending: dict[int, str] = {}
+
+    def add(self, image_id: int, token: str) -> None:
+        self.pending[image_id] = token
+        if len(self.pending) >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """One UPDATE ... FROM (VALUES ...) per batch (Django's bulk_update builds a CASE per row)."""
+        from django.db import connection
+
+        from curation.models import Image
+
+        if self.pending and connection.vendor != "postgresql":  # the embedded SQLite default
+            Image.objects.bulk_update([Image(pk=pk, file_stat=t) for pk, t in self.pending.items()], ["file_stat"])
+            self.pending.clear()
+        if self.pending:
+            values = ", ".join(["(%s, %s)"] * len(self.pending))
+            with connection.cursor() as cursor:
+                cursor.execute(f"UPDATE {Image._meta.db_table} AS i SET file_stat = v.stat "  # noqa: S608 - placeholders
+                               f"FROM (VALUES {values}) AS v(id, stat) WHERE i.id = v.id",
+                               [x for pair in self.pending.items() for x in pair])
+            self.pending.clear()
+
+
+def trusted(ctx, token: str | None, sha: str, file: str, current: tuple) -> bool:
+    """The file is the one the image's token was taken from, unchanged since: no need to hash it.
+    ``verify_images: "always"`` (the re-export and verify action) hashes every image."""
+    image_sha, image_file, image_stat = current
+    return (ctx.options.get("verify_images") != "always" and token is not None and bool(image_stat)
+            and image_stat == token and image_sha == sha and image_file == file)
 
 
 def write(ctx) -> list[str]:
@@ -196,16 +254,19 @@ def write(ctx) -> list[str]:
     if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
         raise ReleaseError("shard_size must be a positive whole number.", "shard_size")
     shards = Shards(ctx, archive, maxsize)
+    ledger = StatLedger()
     try:
-        for sha, file, fmt, image_id, position in distinct_images(ctx):
-            _add(ctx, shards, sha, file, fmt, image_id, position)
+        for sha, file, fmt, image_id, position, *current in distinct_images(ctx):
+            _add(ctx, shards, ledger, sha, file, fmt, image_id, position, tuple(current))
+        ledger.flush()
     except BaseException:
         shards.abort()
         raise
     return shards.close()
 
 
-def _add(ctx, shards: Shards, sha: str, file: str, fmt: str, image_id, position: int) -> None:
+def _add(ctx, shards: Shards, ledger: StatLedger, sha: str, file: str, fmt: str, image_id, position: int,
+         current: tuple) -> None:
     if not file:
         ctx.image_missing(sha, position, image_id, file, "has no file")
         return
@@ -215,8 +276,16 @@ def _add(ctx, shards: Shards, sha: str, file: str, fmt: str, image_id, position:
         ctx.image_missing(sha, position, image_id, file, f"is missing from storage ({type(exc).__name__})")
         return
     with fh:
-        source = HashingReader(fh)
+        token = file_stat.of_handle(fh)
+        skip_hash = trusted(ctx, token, sha, file, current)
+        source = CountingReader(fh) if skip_hash else HashingReader(fh)
         shards.add(relative_name(sha, fmt, file), source, file_size(fh))
-    check(source, sha, image_id, file)
+    if skip_hash:
+        ctx.images_trusted += 1
+    else:
+        check(source, sha, image_id, file)
+        if token is not None and image_id is not None and current[0] == sha and current[1] == file \
+                and current[2] != token:
+            ledger.add(image_id, token)
     ctx.images_written += 1
     ctx.image_bytes += source.size
