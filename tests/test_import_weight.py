@@ -35,6 +35,21 @@ def test_the_web_application_with_every_view_imports_no_heavy_library():
     assert loaded == []
 
 
+def test_the_web_application_builds_the_url_reverse_tables_and_the_annotator_templates_before_the_fork():
+    # Each worker would otherwise build its own copy on its first requests (about 10 MiB a worker).
+    code = """
+import json
+import captionlab.wsgi
+from django.template import engines
+from django.urls import get_resolver
+cached = {name for engine in engines.all() for loader in engine.engine.template_loaders
+          for name in getattr(loader, "get_template_cache", {})}
+print(json.dumps({"reverse_tables": get_resolver()._populated,
+                  "missing_templates": sorted(set(captionlab.wsgi.ANNOTATOR_TEMPLATES) - cached)}))
+"""
+    assert _fresh(code) == {"reverse_tables": True, "missing_templates": []}
+
+
 def test_the_worker_task_modules_import_no_heavy_library():
     # crowd-kit and pandas come with the worker_init preload (annotation/tasks.py) or the first pass,
     # never with the task modules themselves: the web imports some of them too.
