@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -97,15 +96,15 @@ def comparisons(rated: list[tuple[int, int, float]], captions: dict) -> list[tup
 def bradley_terry_strengths(pairs: list[tuple[int, int, int, int]]) -> dict[int, float]:
     """{caption id: strength} from crowd-kit's Bradley-Terry (the strengths are positive)."""
     import pandas as pd
-    from crowdkit.aggregation import BradleyTerry
+
+    from .crowd_models import fit_bradley_terry
 
     if not pairs:
         return {}
-    data = pd.DataFrame(pairs, columns=["worker", "left", "right", "label"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        scores = BradleyTerry(n_iter=100).fit(data).scores_
-    return {int(k): float(v) for k, v in scores.items() if math.isfinite(float(v))}
+    fitted = fit_bradley_terry(pd.DataFrame(pairs, columns=["worker", "left", "right", "label"]))
+    if "error" in fitted:
+        raise RuntimeError(fitted["error"])
+    return {int(k): float(v) for k, v in fitted["scores"].items() if math.isfinite(float(v))}
 
 
 def _pick(candidates: dict[int, float], captions: dict) -> tuple[int, bool]:

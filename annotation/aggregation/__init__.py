@@ -21,10 +21,9 @@ from .agreement import krippendorff_alpha, worker_alpha
 from .frames import Results, dimension_of, explode_parts, load_votes
 from .full import aggregate_campaign, worker_figures
 from .incremental import aggregate_changes, models_due, models_wait
-from .methods import MODEL_METHODS, bradley_terry, categorical, ds_reliability
+from .methods import MODEL_METHODS, ds_reliability
 from .per_task import PER_TASK_METHODS, fluency_consistent, majority, means, texts, tie_break_rule, validate_tie_break
 
 __all__ = ["aggregate_campaign", "aggregate_changes", "models_due", "models_wait", "krippendorff_alpha",
-           "worker_alpha", "load_votes", "explode_parts", "dimension_of", "ds_reliability", "categorical",
-           "bradley_terry", "majority", "means", "fluency_consistent", "texts", "tie_break_rule",
-           "validate_tie_break", "worker_figures", "Results", "PER_TASK_METHODS", "MODEL_METHODS"]
+           "worker_alpha", "load_votes", "explode_parts", "dimension_of", "ds_reliability", "majority", "means",
+           "fluency_consistent", "texts", "tie_break_rule", "validate_tie_break", "worker_figures", "Results", "PER_TASK_METHODS", "MODEL_METHODS"]

@@ -145,13 +145,6 @@ class Categorical:
         return {"consensus": consensus, "keys": self.keys, "reliability": reliability}
 
 
-def categorical(parts: pd.DataFrame, results: Results, dim: str, majority: dict) -> dict:
-    """One dimension's Dawid-Skene, GLAD and MACE, fitted on their own (``Categorical``)."""
-    model = Categorical(parts, dim, majority)
-    job = model.job()
-    return model.emit(results, fit([job])[0] if job else None)
-
-
 class BradleyTerry:
     """Bradley-Terry on one dimension from the pairs each vote implies: of two candidates one
     worker rated together, the higher rating wins; equal ratings give no comparison."""
@@ -189,12 +182,6 @@ class BradleyTerry:
                         compared.get(item, 0), {"rank": int(row["rank"])})
 
 
-def bradley_terry(parts: pd.DataFrame, results: Results) -> None:
-    """Bradley-Terry per dimension, fitted together in one ``fit``."""
-    models = [BradleyTerry(dim, group) for dim, group in parts.groupby("dim")]
-    run_fits(models, results)
-
-
 def run_fits(models: list, results: Results) -> list:
     """Fit every model's job in one ``fit`` call and emit their rows; returns each ``emit``'s value."""
     jobs = [m.job() for m in models]
@@ -202,5 +189,4 @@ def run_fits(models: list, results: Results) -> list:
     return [m.emit(results, next(fitted) if j is not None else None) for m, j in zip(models, jobs)]
 
 
-__all__ = ["MODEL_METHODS", "Categorical", "BradleyTerry", "ModelProcessError", "bradley_terry", "categorical",
-           "ds_reliability", "fit", "run_fits"]
+__all__ = ["MODEL_METHODS", "Categorical", "BradleyTerry", "ModelProcessError", "ds_reliability", "fit", "run_fits"]

@@ -237,12 +237,11 @@ class StatLedger:
             self.pending.clear()
 
 
-def trusted(ctx, token: str | None, sha: str, file: str, current: tuple) -> bool:
+def trusted(ctx, token: str | None, recorded: str | None) -> bool:
     """The file is the one the image's token was taken from, unchanged since: no need to hash it.
     ``verify_images: "always"`` (the re-export and verify action) hashes every image."""
-    image_sha, image_file, image_stat = current
-    return (ctx.options.get("verify_images") != "always" and token is not None and bool(image_stat)
-            and image_stat == token and image_sha == sha and image_file == file)
+    return ctx.options.get("verify_images") != "always" and token is not None and bool(recorded) \
+        and recorded == token
 
 
 def write(ctx) -> list[str]:
@@ -275,17 +274,19 @@ def _add(ctx, shards: Shards, ledger: StatLedger, sha: str, file: str, fmt: str,
     except Exception as exc:  # noqa: BLE001 - local FileNotFoundError, S3 ClientError 404, ...
         ctx.image_missing(sha, position, image_id, file, f"is missing from storage ({type(exc).__name__})")
         return
+    # The image row still describes this file (the release's frozen sha256 and name): its token applies.
+    image_sha, image_file, image_stat = current
+    ours = image_id is not None and image_sha == sha and image_file == file
     with fh:
         token = file_stat.of_handle(fh)
-        skip_hash = trusted(ctx, token, sha, file, current)
+        skip_hash = ours and trusted(ctx, token, image_stat)
         source = CountingReader(fh) if skip_hash else HashingReader(fh)
         shards.add(relative_name(sha, fmt, file), source, file_size(fh))
     if skip_hash:
         ctx.images_trusted += 1
     else:
         check(source, sha, image_id, file)
-        if token is not None and image_id is not None and current[0] == sha and current[1] == file \
-                and current[2] != token:
+        if ours and token is not None and token != image_stat:
             ledger.add(image_id, token)
     ctx.images_written += 1
     ctx.image_bytes += source.size
