@@ -214,9 +214,11 @@ def test_every_variable_given_to_the_platform_is_one_it_reads(services):
     settings_text = (ROOT / "captionlab" / "settings.py").read_text()
     read_elsewhere = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}  # boto3 reads them itself
     entrypoint = (ROOT / "scripts" / "docker-entrypoint.sh").read_text()
+    gunicorn_conf = (ROOT / "captionlab" / "gunicorn.conf.py").read_text()
     for name in APP_SERVICES:
         for key in _environment(services[name], COMPOSE_VARS):
-            assert f'"{key}"' in settings_text or key in read_elsewhere or key in entrypoint, (
+            assert (f'"{key}"' in settings_text or key in read_elsewhere or key in entrypoint
+                    or (name == "web" and f'"{key}"' in gunicorn_conf)), (
                 f"{name}: {key} is read by nothing (a typo?)"
             )
 
