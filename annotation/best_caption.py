@@ -6,8 +6,8 @@ A rating counts as a number in [0, 1]: a slider's score scaled to its range, or 
 first choice (GOOD, Fluent: the positive answer of every caption kind) and 0 for the others.
 
 - ``bradley_terry`` (the default): a ranking. Two captions of one image that the same rater rated
-  differently are a comparison, the higher rating winning (equal ratings compare nothing); crowd-kit's
-  Bradley-Terry fits a strength per caption over every comparison. The best caption is the strongest
+  differently are a comparison, the higher rating winning (equal ratings compare nothing);
+  Bradley-Terry (``annotation.bradley_terry``) fits a strength per caption over every comparison. The best caption is the strongest
   of its image, its confidence its share of the image's strengths (under Bradley-Terry, the
   probability that it is chosen from the image's captions). An image where some caption took
   part in no comparison (unrated, or rated the same as the others by everyone) falls back to the
@@ -94,17 +94,12 @@ def comparisons(rated: list[tuple[int, int, float]], captions: dict) -> list[tup
 
 
 def bradley_terry_strengths(pairs: list[tuple[int, int, int, int]]) -> dict[int, float]:
-    """{caption id: strength} from crowd-kit's Bradley-Terry (the strengths are positive)."""
-    import pandas as pd
+    """{caption id: strength} by Bradley-Terry (``annotation.bradley_terry``: numpy only, so the
+    page ranks in the web process without loading crowd-kit or pandas there)."""
+    from .bradley_terry import fit
 
-    from .crowd_models import fit_bradley_terry
-
-    if not pairs:
-        return {}
-    fitted = fit_bradley_terry(pd.DataFrame(pairs, columns=["worker", "left", "right", "label"]))
-    if "error" in fitted:
-        raise RuntimeError(fitted["error"])
-    return {int(k): float(v) for k, v in fitted["scores"].items() if math.isfinite(float(v))}
+    strengths = fit((left, right, winner) for _worker, left, right, winner in pairs)
+    return {int(k): v for k, v in strengths.items() if math.isfinite(v)}
 
 
 def _pick(candidates: dict[int, float], captions: dict) -> tuple[int, bool]:

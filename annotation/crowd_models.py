@@ -1,4 +1,5 @@
-"""The model-based aggregation methods' fits (crowd-kit: Dawid-Skene, GLAD, MACE, Bradley-Terry),
+"""The model-based aggregation methods' fits (crowd-kit: Dawid-Skene, GLAD, MACE and ROVER over
+written captions; Bradley-Terry by ``annotation.bradley_terry``),
 kept free of Django so that they can run in a process of their own.
 
 Importing crowd-kit brings scipy, scikit-learn, nltk and pandas' optional pyarrow with it: about
@@ -73,18 +74,34 @@ def fit_categorical(data: pd.DataFrame, ds_iterations: int, slow: bool) -> dict:
 
 
 def fit_bradley_terry(data: pd.DataFrame) -> dict:
-    """Bradley-Terry on (worker, left, right, label) comparisons: {"scores": Series} or {"error": text}."""
-    from crowdkit.aggregation import BradleyTerry
+    """Bradley-Terry on (worker, left, right, label) comparisons (``annotation.bradley_terry``, the
+    maximum-likelihood strengths): {"scores": Series} or {"error": text}."""
+    from .bradley_terry import fit
 
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            return {"scores": BradleyTerry(n_iter=100).fit(data).scores_}
+        scores = fit(data[["left", "right", "label"]].itertuples(index=False, name=None))
+        return {"scores": pd.Series(scores, dtype=float)}
     except Exception as exc:  # noqa: BLE001
         return _failed(exc)
 
 
-FITS = {"categorical": fit_categorical, "bradley_terry": fit_bradley_terry}
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def fit_rover(data: pd.DataFrame) -> dict:
+    """ROVER word-level consensus over (worker, task, text) rows: {"texts": {task: text}} or {"error": text}."""
+    from crowdkit.aggregation import ROVER
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return {"texts": ROVER(tokenizer=_words, detokenizer=" ".join).fit_predict(data).to_dict()}
+    except Exception as exc:  # noqa: BLE001
+        return _failed(exc)
+
+
+FITS = {"categorical": fit_categorical, "bradley_terry": fit_bradley_terry, "rover": fit_rover}
 
 
 def fit_all(jobs: list[tuple[str, dict]]) -> list[dict]:

@@ -13,7 +13,7 @@ from ..models import Aggregate, Campaign, Membership, Task, Worker
 from . import store
 from .agreement import krippendorff_alpha, worker_alpha
 from .frames import Results, blocked_workers, counted_votes, label_key, load_votes
-from .methods import MODEL_METHODS, BradleyTerry, Categorical, run_fits
+from .methods import MODEL_METHODS, BradleyTerry, Categorical, Rover, run_fits
 from .per_task import is_numeric, per_task_rows, tie_break_rule
 from .tally import contributions, figures
 
@@ -31,13 +31,15 @@ def vote_counts(campaign: Campaign, blocked: set[int]) -> dict:
 
 
 def run_models(campaign, kind, votes: pd.DataFrame, all_parts, results: Results) -> dict:
-    """Dawid-Skene, GLAD, MACE and Bradley-Terry (rows added to ``results``), agreement and the
+    """Dawid-Skene, GLAD, MACE, Bradley-Terry and ROVER (rows added to ``results``), agreement and the
     per-worker figures. Needs the per-task rows in ``results`` already (majority fallbacks)."""
     metric = None if isinstance(kind, WriteKind) else kind.scale
     agreement = {"alpha": None, "metric": metric, "per_part": {}, "n_items": 0}
     reliability: dict[int, list[float]] = {}
     consensus_frames = []
     alphas: dict = {}
+    if isinstance(kind, WriteKind):
+        run_fits([Rover(votes[~votes["blocked"]])], results)
     if all_parts is not None:
         parts = all_parts[~all_parts["blocked"]]
         majority = {(t, p): (v[0], v[1]) for (t, p, m), v in results.rows.items() if m == "majority"}

@@ -1,5 +1,6 @@
-"""The model-based methods: Dawid-Skene, GLAD and MACE over each dimension's categorical labels,
-and Bradley-Terry over the pairs implied by ratings of candidates shown together (crowd-kit).
+"""The model-based methods: Dawid-Skene, GLAD and MACE over each dimension's categorical labels and
+ROVER over written captions (crowd-kit), and Bradley-Terry over the pairs implied by ratings of
+candidates shown together (``annotation.bradley_terry``).
 
 Each looks at every vote of the campaign at once (worker confusion matrices, item difficulties,
 scores), so they cannot be updated task by task: they run on demand and on a bounded schedule
@@ -25,6 +26,7 @@ from django.conf import settings
 
 from ..crowd_models import ds_reliability, fit_all
 from .frames import Results
+from .per_task import text_frame, texts
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +184,28 @@ class BradleyTerry:
                         compared.get(item, 0), {"rank": int(row["rank"])})
 
 
+class Rover:
+    """ROVER's word-level consensus over the written captions of each image (crowd-kit), fitted in
+    the model process; ``emit`` writes every image's ``rover`` row (per_task.texts), with the
+    representative caption where ROVER has no text or failed."""
+
+    def __init__(self, votes: pd.DataFrame):
+        self.votes = votes
+        self.frame = text_frame(votes)
+
+    def job(self) -> tuple[str, dict] | None:
+        return None if self.frame.empty else ("rover", {"data": self.frame[["worker", "task", "text"]]})
+
+    def emit(self, results: Results, fitted: dict | None) -> None:
+        rover: dict = {}
+        if fitted is not None and "error" in fitted:
+            log.error("ROVER failed: %s\n%s", fitted["error"], fitted.get("trace", ""))
+            results.note(f"rover: failed ({fitted['error']}); the representative caption is used instead")
+        elif fitted is not None:
+            rover = fitted["texts"]
+        texts(self.votes, results, rover=rover)
+
+
 def run_fits(models: list, results: Results) -> list:
     """Fit every model's job in one ``fit`` call and emit their rows; returns each ``emit``'s value."""
     jobs = [m.job() for m in models]
@@ -189,4 +213,5 @@ def run_fits(models: list, results: Results) -> list:
     return [m.emit(results, next(fitted) if j is not None else None) for m, j in zip(models, jobs)]
 
 
-__all__ = ["MODEL_METHODS", "Categorical", "BradleyTerry", "ModelProcessError", "ds_reliability", "fit", "run_fits"]
+__all__ = ["MODEL_METHODS", "Categorical", "BradleyTerry", "Rover", "ModelProcessError", "ds_reliability", "fit",
+           "run_fits"]

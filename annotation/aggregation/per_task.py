@@ -12,14 +12,14 @@ recompute just the tasks whose votes changed (see ``incremental``).
 - ``mean``: mean and population standard deviation of numeric labels (sliders, 1-5 ratings);
 - ``consistent``: the rule of seed 004 (fluent / not fluent only when all votes agree and none
   says "difficult");
-- ``rover``: ROVER over written captions, with the caption of highest mean token similarity to
-  the others as the representative one.
+- ``rover``: the written caption of highest mean token similarity to the others of its image (the
+  representative one); ROVER's word-level consensus replaces it in the model pass, which fits
+  crowd-kit's ROVER in the model process (``methods.Rover``) so that the worker never imports it.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
 
 import pandas as pd
 
@@ -139,35 +139,26 @@ def fluency_consistent(parts: pd.DataFrame, results: Results, min_votes: int) ->
             results.add(task, part, "consistent", None, None, n, {"ignored": reason})
 
 
-def _tokens(text: str) -> list[str]:
-    return text.split()
-
-
 def _similarity(a: str, b: str) -> float:
     """Token-set Jaccard similarity (case-insensitive): cheap and embedding-free."""
     sa, sb = set(a.lower().split()), set(b.lower().split())
     return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
 
 
-def texts(votes: pd.DataFrame, results: Results) -> None:
-    """ROVER consensus text per image, and the written caption nearest the others as the
-    representative one (the highest mean similarity to the other captions of the image)."""
-    from crowdkit.aggregation import ROVER
-
+def text_frame(votes: pd.DataFrame) -> pd.DataFrame:
+    """The written captions of ``votes``: one row per vote with text (vote, task, worker, caption, text)."""
     rows = [(v, t, w, c, (val or {}).get("text")) for v, t, w, c, val in
             votes[["vote", "task", "worker", "caption", "value"]].itertuples(index=False, name=None)]
-    frame = pd.DataFrame(rows, columns=["vote", "task", "worker", "caption", "text"]).dropna(subset=["text"])
-    if frame.empty:
-        return
-    rover = {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rover = ROVER(tokenizer=_tokens, detokenizer=" ".join).fit_predict(
-                frame[["worker", "task", "text"]]).to_dict()
-    except Exception as exc:
-        log.exception("ROVER failed")
-        results.note(f"rover: failed ({exc}); the representative caption is used instead")
+    return pd.DataFrame(rows, columns=["vote", "task", "worker", "caption", "text"]).dropna(subset=["text"])
+
+
+def texts(votes: pd.DataFrame, results: Results, rover: dict | None = None) -> None:
+    """The ``rover`` row of each image: the ROVER consensus text when ``rover`` ({task: text}, fitted
+    in the model process by ``methods.Rover``) has one, else the representative caption (the
+    written caption with the highest mean similarity to the others of its image), which is also
+    kept in the details. ``rover=None`` is the per-task pass: ROVER needs crowd-kit and waits for
+    the model pass (``details["rover"] == "pending"``)."""
+    frame = text_frame(votes)
     for task, group in frame.groupby("task"):
         items = list(group[["vote", "caption", "text"]].itertuples(index=False, name=None))
         best, best_sim = items[0], -1.0
@@ -176,11 +167,13 @@ def texts(votes: pd.DataFrame, results: Results) -> None:
             mean_sim = sum(others) / len(others) if others else 1.0
             if mean_sim > best_sim:
                 best, best_sim = item, mean_sim
-        text = rover.get(task) or best[2]
+        text = (rover or {}).get(task) or best[2]
         details = {"representative": {"vote": int(best[0]), "caption": py(best[1]), "text": best[2],
                                       "similarity": round(best_sim, 4)}}
-        if task not in rover:
+        if not (rover or {}).get(task):
             details["fallback"] = "representative"
+            if rover is None:
+                details["rover"] = "pending"
         results.add(task, "", "rover", text, best_sim, len(items), details)
 
 

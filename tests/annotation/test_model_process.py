@@ -1,4 +1,4 @@
-"""The model-based fits (Dawid-Skene, GLAD, MACE, Bradley-Terry) in a process of their own, as
+"""The model-based fits (Dawid-Skene, GLAD, MACE, Bradley-Terry, ROVER) in a process of their own, as
 production runs them (ANNOTATION_MODELS_PROCESS="subprocess"): the same rows and figures as
 fitting in the calling process, crowd-kit never imported by the caller, and a failed or stuck
 child reported as such with every other figure kept."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from annotation.aggregation import aggregate_campaign, methods
+from annotation.aggregation import aggregate_campaign, aggregate_changes, methods
 from annotation.models import Aggregate, Membership, Task
 
 from .test_aggregation import cast, setup
@@ -98,16 +98,18 @@ import pandas as pd
 from annotation.aggregation.methods import fit
 data = pd.DataFrame({"worker": [1, 2, 3, 1, 2, 3], "task": [0, 0, 0, 1, 1, 1],
                      "label": ["good", "good", "bad", "bad", "bad", "bad"]})
-(out,) = fit([("categorical", {"data": data, "ds_iterations": 50, "slow": False})])
+written = pd.DataFrame({"worker": [1, 2, 3], "task": [0, 0, 0],
+                        "text": ["a dog runs on the beach", "a dog runs on a beach", "a dog runs on the beach"]})
+out, rover = fit([("categorical", {"data": data, "ds_iterations": 50, "slow": False}), ("rover", {"data": written})])
 heavy = sorted(m for m in ("crowdkit", "scipy", "sklearn", "nltk") if m in sys.modules)
-print(out["dawid_skene"]["label"].tolist(), heavy)
+print(out["dawid_skene"]["label"].tolist(), rover["texts"], heavy)
 """
     env = {k: v for k, v in __import__("os").environ.items() if k != "ANNOTATION_MODELS_PROCESS"}
     env["DATABASE_URL"] = "sqlite:///:memory:"
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "['good', 'bad'] []"
+    assert done.stdout.strip().splitlines()[-1] == "['good', 'bad'] {0: 'a dog runs on the beach'} []"
 
 
 @pytest.mark.parametrize("failure", ["exit", "timeout"])
@@ -129,3 +131,51 @@ def test_a_failed_child_is_reported_and_the_other_figures_kept(make_campaign, dj
     assert all(a.details["fallback"] == "majority" for a in ds)
     assert stats["agreement"]["alpha"] is not None and stats["n_votes"] == 5 * len(tasks)
     assert Task.objects.filter(campaign=campaign).count() >= len(tasks)
+
+
+WRITTEN = [  # three annotators' captions of four photos; the third writer is careless
+    ["a brown dog runs along the beach", "a brown dog running along the beach", "dog"],
+    ["two children fly a red kite in a park", "two kids fly a red kite in the park", "kite kite"],
+    ["a plate of pasta with tomato sauce", "pasta with tomato sauce on a white plate", "food"],
+    ["an old man reads a newspaper on a bench", "an old man reading a newspaper on a bench", "a man"],
+]
+
+
+def test_rover_runs_in_the_model_process_and_the_per_task_pass_shows_the_representative(
+        make_campaign, django_user_model, settings):
+    """ROVER (crowd-kit) is a model-pass method: the per-task pass after each vote writes the
+    representative caption, marked pending; the model pass, through the child, writes ROVER's text,
+    the same as fitting inline."""
+    campaign, tasks, workers = setup(make_campaign, django_user_model, "write", 4, 3)
+    cast(campaign, tasks, workers, [[{"text": t} for t in row] for row in WRITTEN])
+    aggregate_changes(campaign.pk)
+    pending = {a.task_id: a for a in Aggregate.objects.filter(task__campaign=campaign, method="rover")}
+    assert [pending[t.pk].label for t in tasks] == [
+        "a brown dog runs along the beach", "two children fly a red kite in a park",
+        "a plate of pasta with tomato sauce", "an old man reads a newspaper on a bench"]
+    assert all(a.details["rover"] == "pending" and a.n_votes == 3 for a in pending.values())
+
+    settings.ANNOTATION_MODELS_PROCESS = "subprocess"
+    child = aggregate_campaign(campaign.pk)
+    child_rows = snapshot(campaign)
+    rover = {a.task_id: a for a in Aggregate.objects.filter(task__campaign=campaign, method="rover")}
+    assert all("rover" not in a.details and "fallback" not in a.details for a in rover.values())
+    assert "dog" in rover[tasks[0].pk].label and "kite" in rover[tasks[1].pk].label
+    assert rover[tasks[0].pk].details["representative"]["text"] == "a brown dog runs along the beach"
+    assert child["methods"] == ["rover"] and not child["notes"]
+    settings.ANNOTATION_MODELS_PROCESS = "inline"
+    inline = aggregate_campaign(campaign.pk)
+    assert snapshot(campaign) == child_rows and without_times(inline) == without_times(child)
+
+
+def test_a_failed_rover_child_keeps_the_representative_captions(make_campaign, django_user_model, settings,
+                                                                 monkeypatch):
+    campaign, tasks, workers = setup(make_campaign, django_user_model, "write", 4, 3)
+    cast(campaign, tasks, workers, [[{"text": t} for t in row] for row in WRITTEN])
+    settings.ANNOTATION_MODELS_PROCESS = "subprocess"
+    monkeypatch.setattr(methods, "sys", SimpleNamespace(executable="/bin/false"))
+    stats = aggregate_campaign(campaign.pk)
+    assert any(n.startswith("rover: failed (the model process exited with status 1") for n in stats["notes"])
+    rover = {a.task_id: a for a in Aggregate.objects.filter(task__campaign=campaign, method="rover")}
+    assert rover[tasks[2].pk].label == "a plate of pasta with tomato sauce"
+    assert all(a.details["fallback"] == "representative" and "rover" not in a.details for a in rover.values())
