@@ -15,9 +15,9 @@ CPU per vote at 32, web PSS after the load:
 - ``gthread`` keeps HTTP connections alive and lets one thread run Python while others wait on
   PostgreSQL or Redis. 8 threads keep one process's core busy; 16 only add contention for the GIL.
 - **One process per two cores** (GUNICORN_WORKERS overrides): a process runs Python on one core at
-  a time (the GIL), and a vote costs PostgreSQL about half as much CPU again as the web (2.1-2.5 ms
-  against 4.4-4.9), so on a host that also runs the database, Redis and the Celery worker the
-  other core is theirs. A second process on 2 cores buys 0-25% more votes/s and costs about 30 MiB:
+  a time (the GIL), and a vote costs PostgreSQL about half the web's CPU (2.1-2.5 ms against
+  4.4-4.9), so on a host that also runs the database, Redis and the Celery worker the other core
+  is theirs. A second process on 2 cores bought 0-27% more votes/s and costs about 30 MiB:
   with ``preload_app`` the workers share the master's pages, but CPython 3.11 writes to every
   object it touches (reference counts, the specialising interpreter's caches), so each worker
   copies about 28-31 MiB of the master's pages (two thirds of them with at most 4 changed 8-byte
@@ -55,13 +55,18 @@ def usable_cores(cgroup: str = "/sys/fs/cgroup") -> int:
     return max(1, cores)
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def _cgroup_quota(cgroup: str) -> float | None:
     """CPUs' worth of time the cgroup may use per period, or None without a limit."""
     try:  # v2: "<quota|max> <period>"
-        fields = open(os.path.join(cgroup, "cpu.max")).read().split()
+        fields = _read(os.path.join(cgroup, "cpu.max")).split()
     except OSError:
         try:  # v1: two files, -1 for no limit
-            fields = [open(os.path.join(cgroup, "cpu", name)).read().strip()
+            fields = [_read(os.path.join(cgroup, "cpu", name)).strip()
                       for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us")]
         except OSError:
             return None
