@@ -7,9 +7,9 @@ first choice (GOOD, Fluent: the positive answer of every caption kind) and 0 for
 
 - ``bradley_terry`` (the default): a ranking. Two captions of one image that the same rater rated
   differently are a comparison, the higher rating winning (equal ratings compare nothing);
-  Bradley-Terry (``annotation.bradley_terry``) fits a strength per caption over every comparison. The best caption is the strongest
-  of its image, its confidence its share of the image's strengths (under Bradley-Terry, the
-  probability that it is chosen from the image's captions). An image where some caption took
+  Bradley-Terry (``annotation.bradley_terry``) fits a strength per caption over every comparison.
+  The best caption is the strongest of its image, its confidence its share of the image's
+  strengths (under Bradley-Terry, the probability that it is chosen from the image's captions). An image where some caption took
   part in no comparison (unrated, or rated the same as the others by everyone) falls back to the
   mean rating, and its row says so.
 - ``mean_rating``: the caption with the highest mean rating; its confidence is that mean.

@@ -26,4 +26,5 @@ from .per_task import PER_TASK_METHODS, fluency_consistent, majority, means, tex
 
 __all__ = ["aggregate_campaign", "aggregate_changes", "models_due", "models_wait", "krippendorff_alpha",
            "worker_alpha", "load_votes", "explode_parts", "dimension_of", "ds_reliability", "majority", "means",
-           "fluency_consistent", "texts", "tie_break_rule", "validate_tie_break", "worker_figures", "Results", "PER_TASK_METHODS", "MODEL_METHODS"]
+           "fluency_consistent", "texts", "tie_break_rule", "validate_tie_break", "worker_figures", "Results",
+           "PER_TASK_METHODS", "MODEL_METHODS"]

@@ -26,7 +26,7 @@ from django.conf import settings
 
 from ..crowd_models import ds_reliability, fit_all
 from .frames import Results
-from .per_task import text_frame, texts
+from .per_task import text_frame
 
 log = logging.getLogger(__name__)
 
@@ -186,11 +186,11 @@ class BradleyTerry:
 
 class Rover:
     """ROVER's word-level consensus over the written captions of each image (crowd-kit), fitted in
-    the model process; ``emit`` writes every image's ``rover`` row (per_task.texts), with the
-    representative caption where ROVER has no text or failed."""
+    the model process. ``emit`` settles the ``rover`` rows the per-task pass wrote (the
+    representative caption, pending): ROVER's text where it has one, else the representative
+    caption stays, no longer pending."""
 
     def __init__(self, votes: pd.DataFrame):
-        self.votes = votes
         self.frame = text_frame(votes)
 
     def job(self) -> tuple[str, dict] | None:
@@ -203,7 +203,14 @@ class Rover:
             results.note(f"rover: failed ({fitted['error']}); the representative caption is used instead")
         elif fitted is not None:
             rover = fitted["texts"]
-        texts(self.votes, results, rover=rover)
+        for (task, part, method), (label, confidence, n, details) in list(results.rows.items()):
+            if method != "rover":
+                continue
+            details = {k: v for k, v in details.items() if k != "rover"}
+            if rover.get(task):
+                label = rover[task]
+                details.pop("fallback", None)
+            results.add(task, part, method, label, confidence, n, details)
 
 
 def run_fits(models: list, results: Results) -> list:

@@ -152,12 +152,11 @@ def text_frame(votes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["vote", "task", "worker", "caption", "text"]).dropna(subset=["text"])
 
 
-def texts(votes: pd.DataFrame, results: Results, rover: dict | None = None) -> None:
-    """The ``rover`` row of each image: the ROVER consensus text when ``rover`` ({task: text}, fitted
-    in the model process by ``methods.Rover``) has one, else the representative caption (the
-    written caption with the highest mean similarity to the others of its image), which is also
-    kept in the details. ``rover=None`` is the per-task pass: ROVER needs crowd-kit and waits for
-    the model pass (``details["rover"] == "pending"``)."""
+def texts(votes: pd.DataFrame, results: Results) -> None:
+    """The ``rover`` row of each image, as the per-task pass can make it: the representative caption
+    (the written caption with the highest mean similarity to the others of its image), also kept in
+    the details, marked ``details["rover"] == "pending"``. ROVER needs crowd-kit: the model pass
+    fits it in the model process and puts its text in these rows (``methods.Rover``)."""
     frame = text_frame(votes)
     for task, group in frame.groupby("task"):
         items = list(group[["vote", "caption", "text"]].itertuples(index=False, name=None))
@@ -167,14 +166,10 @@ def texts(votes: pd.DataFrame, results: Results, rover: dict | None = None) -> N
             mean_sim = sum(others) / len(others) if others else 1.0
             if mean_sim > best_sim:
                 best, best_sim = item, mean_sim
-        text = (rover or {}).get(task) or best[2]
         details = {"representative": {"vote": int(best[0]), "caption": py(best[1]), "text": best[2],
-                                      "similarity": round(best_sim, 4)}}
-        if not (rover or {}).get(task):
-            details["fallback"] = "representative"
-            if rover is None:
-                details["rover"] = "pending"
-        results.add(task, "", "rover", text, best_sim, len(items), details)
+                                      "similarity": round(best_sim, 4)},
+                   "fallback": "representative", "rover": "pending"}
+        results.add(task, "", "rover", best[2], best_sim, len(items), details)
 
 
 def is_numeric(kind) -> bool:
