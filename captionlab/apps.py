@@ -30,5 +30,5 @@ def http_only_mode(app_configs=None, **kwargs):
         "CAPTIONLAB_HTTP_ONLY=true: cookies are sent without Secure and there is no HTTPS redirect or HSTS, so "
         "passwords and sessions travel in clear.",
         hint="Only for a trusted local network. To serve the internet, put a TLS proxy in front and set "
-             "CAPTIONLAB_HTTP_ONLY=false (README, 'Running behind TLS').",
+             "CAPTIONLAB_HTTP_ONLY=false (docs/admin.md, 'Running behind TLS').",
         id="captionlab.W001")]
