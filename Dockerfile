@@ -48,4 +48,4 @@ USER captionlab
 
 EXPOSE 8000
 ENTRYPOINT ["scripts/docker-entrypoint.sh"]
-CMD ["gunicorn", "captionlab.wsgi:application", "-c", "captionlab/gunicorn.conf.py", "--bind", "0.0.0.0:8000", "--preload", "--access-logfile", "-"]
+CMD ["gunicorn", "config.wsgi:application", "-c", "config/gunicorn.conf.py", "--bind", "0.0.0.0:8000", "--preload", "--access-logfile", "-"]

@@ -49,14 +49,14 @@ need-redis:
 	  echo "Export REDIS_URL=redis://127.0.0.1:6379/0 (and DATABASE_URL=postgres://...) first."; exit 1; fi
 
 worker: need-redis setup
-	$(CELERY) -A captionlab worker -Q default,filters,aggregate -l info
+	$(CELERY) -A config worker -Q default,filters,aggregate -l info
 
 gpu-worker: need-redis setup
-	$(CELERY) -A captionlab worker -Q gpu -l info --concurrency 1 -n gpu@%h
+	$(CELERY) -A config worker -Q gpu -l info --concurrency 1 -n gpu@%h
 
 beat: need-redis setup
 	@mkdir -p var
-	$(CELERY) -A captionlab beat -l info --schedule var/celerybeat-schedule
+	$(CELERY) -A config beat -l info --schedule var/celerybeat-schedule
 
 # Benchmarks print their figures; all but web_memory.py need PostgreSQL (found at 127.0.0.1:5432 if unset).
 bench: setup

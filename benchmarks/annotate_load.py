@@ -11,8 +11,8 @@ For each campaign size of ``--tasks`` (its own scratch database, benchmarks/scra
 1. fills it with bulk inserts: ``N`` images with a caption each, and one running GOOD/BAD quality
    campaign of ``N`` tasks per scenario (``--votes-per-item`` votes each), ``max(levels)``
    annotators (members, with a password and an API token);
-2. starts ``gunicorn captionlab.wsgi`` with captionlab/gunicorn.conf.py (production profile,
-   DEBUG off, persistent connections) and ``celery -A captionlab worker -Q default,filters,aggregate``
+2. starts ``gunicorn config.wsgi`` with config/gunicorn.conf.py (production profile,
+   DEBUG off, persistent connections) and ``celery -A config worker -Q default,filters,aggregate``
    (production's command; aggregation exactly as production runs it: the incremental pass each
    vote schedules, the model-based full pass on its bounded schedule), both on the scratch
    database and a Redis database of their own;
@@ -66,7 +66,7 @@ TARGETS = {"cpu_ms": 15.0, "votes_per_s": 150.0, "p95_ms": 30.0, "ratio": 1.1, "
 def setup_data(n_tasks: int, n_users: int, votes_per_item: int, scenarios: list[str], password: str) -> dict:
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
@@ -175,7 +175,7 @@ def model_pass(dsn: str, env: dict, sampler, worker_pid: int, campaign: int, row
     seconds between passes) over the fastest level's vote rate."""
     before = aggregation_state(dsn, campaign)["models_computed_at"]
     snap0 = sampler.snapshot()
-    subprocess.run([str(Path(sys.executable).parent / "celery"), "-A", "captionlab", "call",
+    subprocess.run([str(Path(sys.executable).parent / "celery"), "-A", "config", "call",
                     "annotation.aggregate_campaign", "--args", json.dumps([campaign]), "--queue", "aggregate"],
                    cwd=ROOT, env=env, check=True, capture_output=True)
     peak, deadline = 0.0, time.monotonic() + 300
@@ -232,10 +232,10 @@ def run_size(args, base: str, n_tasks: int, levels: list[int], scenarios: list[s
               f"data in {time.monotonic() - t0:.0f} s (bulk inserts), database {db_name}", flush=True)
 
         port = free_port()
-        gunicorn = [str(Path(sys.executable).parent / "gunicorn"), "captionlab.wsgi:application",
-                    "-c", str(ROOT / "captionlab" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}"]
+        gunicorn = [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application",
+                    "-c", str(ROOT / "config" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}"]
         web = start(gunicorn, env, tmp / "gunicorn.log")
-        celery = [str(Path(sys.executable).parent / "celery"), "-A", "captionlab", "worker",
+        celery = [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker",
                   "-Q", "default,filters,aggregate", "-l", "warning", "-n", f"annotate-load-{os.getpid()}@%h"]
         worker = start(celery, env, tmp / "celery.log")
         wait_for_port(port, web, tmp / "gunicorn.log")

@@ -37,7 +37,7 @@ def setup_django() -> str:
     import django
     from django.conf import settings
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     try:
         django.setup()
         return "project settings"

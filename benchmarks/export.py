@@ -82,7 +82,7 @@ def _cpu_seconds() -> float:
 
 
 def _setup_django():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

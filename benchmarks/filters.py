@@ -131,7 +131,7 @@ def make_comments(n: int, seed: int = 5) -> list[str]:
 # --- Child processes ------------------------------------------------------------------------------
 
 def _setup_django():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

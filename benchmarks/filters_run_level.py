@@ -37,7 +37,7 @@ from scratch_db import scratch_database  # noqa: E402
 CHILD_SETUP = """
 import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import django
 django.setup()
 """

@@ -43,7 +43,7 @@ def make_tsv(path: Path, rows: int, seed: int = 7) -> None:
 def child(tsv: str) -> None:
     """Run in a subprocess: import ``tsv`` into a fresh collection, print JSON figures."""
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

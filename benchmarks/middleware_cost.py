@@ -97,7 +97,7 @@ def main() -> int:
     with scratch_database(base, args.db_name, keep=args.keep_db) as scratch:
         os.environ["DATABASE_URL"] = scratch.url
         os.environ.pop("REDIS_URL", None)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         import django
 
         django.setup()

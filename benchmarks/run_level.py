@@ -31,7 +31,7 @@ from scratch_db import add_scratch_arguments, postgres_base_url, scratch_databas
 CHILD_SETUP = """
 import os, resource, sys, time, json
 sys.path.insert(0, {root!r})
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import django
 django.setup()
 """

@@ -7,7 +7,7 @@ What it does, all in one run:
 
 1. collects the static files into a temporary folder (the production profile serves them through
    WhiteNoise's manifest storage) and, without DATABASE_URL, migrates a temporary SQLite database;
-2. starts ``gunicorn captionlab.wsgi:application --workers 2 --preload`` on a free port with
+2. starts ``gunicorn config.wsgi:application --workers 2 --preload`` on a free port with
    CAPTIONLAB_PROFILE=production, a generated SECRET_KEY, ALLOWED_HOSTS=127.0.0.1 and
    SECURE_SSL_REDIRECT=false, and sends a few rounds of requests (login page, a 302 redirect to
    the login, the API root, a static file) so both workers have served pages;
@@ -154,7 +154,7 @@ def production_env(tmp: Path) -> dict[str, str]:
         "HOME": os.environ.get("HOME", str(tmp)),
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "DJANGO_SETTINGS_MODULE": "captionlab.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "CAPTIONLAB_PROFILE": "production",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -214,11 +214,11 @@ def measure(proc: subprocess.Popen) -> dict:
 
 
 def import_check(env: dict) -> list[str]:
-    code = ("import sys; import captionlab.wsgi; "
+    code = ("import sys; import config.wsgi; "
             "print(','.join(m for m in ('torch', 'spacy', 'thinc') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"importing captionlab.wsgi failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"importing config.wsgi failed:\n{proc.stderr[-3000:]}")
     return [m for m in proc.stdout.strip().split(",") if m]
 
 
@@ -228,7 +228,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=40, help="requests per URL (default 40)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
-    parser.add_argument("--app", default="captionlab.wsgi:application",
+    parser.add_argument("--app", default="config.wsgi:application",
                         help="WSGI application to measure (default %(default)s; for trying a variant)")
     args = parser.parse_args()
     if not Path("/proc/self/smaps_rollup").exists():
@@ -310,7 +310,7 @@ def main() -> int:
         heavy = sorted({lib for w in platform["workers"] for lib in w["heavy"]})
         print("\nHeavy libraries in the web workers (torch, spaCy): "
               + ("none" if not heavy else ", ".join(heavy)))
-        print("Modules imported by `import captionlab.wsgi`: " + ("no torch, no spaCy" if not imported else ", ".join(imported)))
+        print("Modules imported by `import config.wsgi`: " + ("no torch, no spaCy" if not imported else ", ".join(imported)))
         print(f"\nRatio, workers' PSS: CaptionLab / trivial gunicorn = {workers_pss / base_workers:.2f}x "
               f"({workers_pss - base_workers:+.1f} MiB for Django + the platform)")
         print(f"Ratio, with the master: {total_pss / base_total:.2f}x; "

@@ -12,31 +12,54 @@ jobs run in the web process) every ``JOB_HEARTBEAT_SECONDS``. The job's pages an
   task only after ``CELERY_VISIBILITY_TIMEOUT`` (1 h by default, README);
 - ``waiting``: unfinished and never beaten: queued, no worker has taken it yet.
 
-Tasks are mapped to jobs by name; the job's primary key is the task's first argument.
+Each kind of job is registered by the app that owns it (``register_job_kind`` in its
+``AppConfig.ready()``): its model, the names of its tasks, and how to retry it. Tasks are mapped to
+jobs by name; the job's primary key is the task's first argument. The kernel imports no app.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-# task name -> job kind; the job's pk is the task's first positional argument
-TASK_JOBS = {
-    "curation.run_import": "import",
-    "curation.download_images": "import",
-    "curation.filter_start": "run",
-    "curation.filter_chunk": "run",
-    "curation.filter_reconcile": "run",
-    "curation.filter_finish": "run",
-    "curation.release_freeze": "release",
-    "curation.release_export": "export",
-    "curation.release_export_verify": "export",
-    "annotation.aggregate_campaign": "aggregation",
-}
-KINDS = sorted(set(TASK_JOBS.values()))
+
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of long job, as its app registered it."""
+    name: str
+    model: type  # the job's row: a Django model whose pk is the first argument of the job's tasks
+    tasks: tuple[str, ...]  # names of the Celery tasks that work on such a job
+    retry: Callable[[object], str]  # re-sends the work a lost worker left undone; says what it did, in words
+    has_status: bool = True  # False: no status of its own; unfinished only while a task of it runs
+
+
+_KINDS: dict[str, JobKind] = {}
+TASK_JOBS: dict[str, str] = {}  # task name -> job kind, filled by register_job_kind
+KINDS: list[str] = []  # the registered kinds, sorted (kept in place: modules hold a reference)
+
+
+def register_job_kind(kind: str, *, model: type, tasks: Iterable[str], retry: Callable[[object], str],
+                      has_status: bool = True) -> None:
+    """Make a kind of long job known to the heartbeats, the job pages, the API and ``manage.py jobs``.
+    Called by the owning app's ``AppConfig.ready()``; registering a kind again replaces it."""
+    job = JobKind(kind, model, tuple(tasks), retry, has_status)
+    previous = _KINDS.get(kind)
+    if previous is not None:
+        for name in previous.tasks:
+            TASK_JOBS.pop(name, None)
+    _KINDS[kind] = job
+    for name in job.tasks:
+        TASK_JOBS[name] = kind
+    KINDS[:] = sorted(_KINDS)
+
+
+def job_kind(kind: str) -> JobKind | None:
+    return _KINDS.get(kind)
+
 
 _lock = threading.Lock()
 _active: dict[tuple[str, int], int] = {}  # (kind, pk) -> tasks of this process working on it
@@ -115,8 +138,8 @@ def _job_of(sender, args) -> tuple[str, int] | None:
 def on_task_prerun(sender=None, args=None, **kwargs):
     job = _job_of(sender, args)
     if job:
-        if job[0] == "aggregation":
-            cache.set(_pending_key(job[1]), 1, timeout=24 * 3600)
+        if not _KINDS[job[0]].has_status:
+            cache.set(_pending_key(*job), 1, timeout=24 * 3600)
         start(*job)
 
 
@@ -124,8 +147,8 @@ def on_task_postrun(sender=None, args=None, **kwargs):
     job = _job_of(sender, args)
     if job:
         stop(*job)
-        if job[0] == "aggregation":
-            cache.delete(_pending_key(job[1]))
+        if not _KINDS[job[0]].has_status:
+            cache.delete(_pending_key(*job))
 
 
 @dataclass
@@ -152,39 +175,31 @@ def health(kind: str, pk: int, *, unfinished: bool, now: float | None = None) ->
     return Health("lost" if age > lost_after() else "alive", age)
 
 
-# --- What each kind of job is, and how it is retried ---------------------------------------------
+# --- What each kind of job is, and how it is retried (as its app registered it) ------------------
 
 def job_object(kind: str, pk: int):
     """The row of a job, or None."""
-    if kind == "import":
-        from curation.models import ImportJob as model
-    elif kind == "run":
-        from curation.models import FilterRun as model
-    elif kind == "release":
-        from curation.models import Release as model
-    elif kind == "export":
-        from curation.models import ReleaseExport as model
-    elif kind == "aggregation":
-        from annotation.models import Campaign as model
-    else:
+    job = _KINDS.get(kind)
+    if job is None:
         return None
-    return model.objects.filter(pk=pk).first()
+    return job.model.objects.filter(pk=pk).first()
 
 
 FINISHED = {"done", "failed", "frozen", "cancelled", "canceled"}
 
 
-def _pending_key(pk: int) -> str:
-    return f"heartbeat:aggregation-running:{int(pk)}"
+def _pending_key(kind: str, pk: int) -> str:
+    return f"heartbeat:{kind}-running:{int(pk)}"
 
 
 def unfinished(kind: str, obj) -> bool:
-    """Whether the job is still meant to be running. Aggregation has no status of its own: a pass
-    marks the campaign while it runs (``on_task_prerun``) and clears the mark when it ends."""
+    """Whether the job is still meant to be running. A kind without a status of its own (aggregation)
+    is marked while a task of it runs (``on_task_prerun``) and the mark is cleared when it ends."""
     if obj is None:
         return False
-    if kind == "aggregation":
-        return bool(cache.get(_pending_key(obj.pk)))
+    job = _KINDS.get(kind)
+    if job is not None and not job.has_status:
+        return bool(cache.get(_pending_key(kind, obj.pk)))
     return getattr(obj, "status", "done") not in FINISHED
 
 
@@ -194,41 +209,7 @@ def job_health(kind: str, obj) -> Health:
 
 def retry(kind: str, obj) -> str:
     """Re-send the work a lost worker left undone; returns what was done, in words."""
-    if kind == "run":
-        from curation.models import RunChunk
-        from curation.tasks import filter_chunk, filter_finish, filter_start
-
-        if obj.status == "finalising":  # the chunks were done; the run-level steps were not
-            filter_finish.delay(obj.pk)
-            return "the run-level steps were queued again"
-        chunks = list(RunChunk.objects.filter(run=obj).exclude(status__in=["done", "failed"])
-                      .values_list("index", flat=True))
-        if not RunChunk.objects.filter(run=obj).exists():
-            filter_start.delay(obj.pk)
-            return "the run was started again"
-        for index in chunks:
-            filter_chunk.delay(obj.pk, index)
-        if not chunks:  # every chunk finished: only the run-level steps were left
-            filter_finish.delay(obj.pk)
-        return f"{len(chunks)} unfinished chunk(s) queued again"
-    if kind == "import":
-        from curation.tasks import run_import
-
-        run_import.delay(obj.pk)
-        return "the import was queued again (rows already imported are skipped as duplicates)"
-    if kind == "release":
-        from curation.releases.tasks import release_freeze
-
-        release_freeze.delay(obj.pk)
-        return "the release was queued again"
-    if kind == "export":
-        from curation.releases.services import export_retry
-
-        export_retry(obj)
-        return "the export was queued again"
-    if kind == "aggregation":
-        from annotation.tasks import aggregate_campaign
-
-        aggregate_campaign.delay(obj.pk)
-        return "the aggregation was queued again"
-    raise ValueError(f"unknown job kind {kind!r}")
+    job = _KINDS.get(kind)
+    if job is None:
+        raise ValueError(f"unknown job kind {kind!r}")
+    return job.retry(obj)

@@ -12,7 +12,7 @@ are the same ones the workers run.
 - Each thread closes its database connection after a job, so SQLite's write lock and PostgreSQL's
   connections are not held between jobs.
 - A job that raises is logged with its traceback; the job functions mark their own rows failed.
-- Only the web process uses the pool (``captionlab/wsgi.py`` and ``asgi.py`` call ``enable()``);
+- Only the web process uses the pool (``config/wsgi.py`` and ``asgi.py`` call ``enable()``);
   management commands and the tests' client keep plain eager mode, inline and synchronous, as does
   ``CELERY_INPROCESS_WORKERS=0``.
 

@@ -54,7 +54,7 @@ def job_retry(request, kind: str, pk: int):
 
 
 class JobHealthSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=heartbeat.KINDS)
+    kind = serializers.ChoiceField(choices=[])  # the registered kinds: set per instance (get_fields)
     id = serializers.IntegerField()
     state = serializers.ChoiceField(choices=["alive", "lost", "waiting", ""],
                                     help_text="alive, lost (no beat for JOB_WORKER_LOST_AFTER_S), waiting "
@@ -62,6 +62,11 @@ class JobHealthSerializer(serializers.Serializer):
     seconds_since_beat = serializers.FloatField(allow_null=True)
     retried = serializers.BooleanField(required=False)
     message = serializers.CharField(required=False)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["kind"].choices = heartbeat.KINDS  # registered in the apps' ready(), maybe after this import
+        return fields
 
 
 class _JobView(APIView):

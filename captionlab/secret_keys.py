@@ -1,4 +1,4 @@
-"""Which SECRET_KEY values the production profile refuses, and why (read by captionlab/settings.py)."""
+"""Which SECRET_KEY values the production profile refuses, and why (read by config/settings.py)."""
 
 # Keys people leave from tutorials and templates; a production key is at least 50 random characters.
 WEAK_SECRET_KEYS = {"changeme", "change-me", "secret", "secret-key", "secretkey", "password", "dev", "development",

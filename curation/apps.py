@@ -3,3 +3,9 @@ from django.apps import AppConfig
 
 class CurationConfig(AppConfig):
     name = "curation"
+
+    def ready(self):
+        from . import jobs
+
+        jobs.register_jobs()
+        jobs.register_release_jobs()

@@ -377,7 +377,7 @@ def _is_complete(collection: Collection, images: list[DemoImage]) -> bool:
 
 def eager() -> bool:
     """Whether tasks run inline (no broker), as the Celery app is configured right now."""
-    from captionlab.celery import app
+    from celery import current_app as app  # the platform's app (config/celery.py), current once settings load
 
     return bool(app.conf.task_always_eager)
 
@@ -474,7 +474,7 @@ def load(*, wait: bool = True, timeout: float = 600.0, reimport: bool = False, o
 def workers_consuming(queue: str, timeout: float = 2.0) -> list[str]:
     """Names of the running Celery workers that consume ``queue`` (asked over the broker; [] when none
     answers within ``timeout`` seconds)."""
-    from captionlab.celery import app
+    from celery import current_app as app  # the platform's app (config/celery.py), current once settings load
 
     try:
         replies = app.control.inspect(timeout=timeout).active_queues() or {}

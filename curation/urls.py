@@ -3,7 +3,6 @@ from django.urls import include, path
 from . import views, views_media
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("collections/", views.collection_list, name="collection-list"),
     path("collections/new", views.collection_create, name="collection-create"),
     path("collections/<int:pk>/", views.collection_detail, name="collection-detail"),

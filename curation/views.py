@@ -1,13 +1,10 @@
-"""Server-rendered pages: home per role, collections, images, imports.
+"""Server-rendered pages: collections, images, imports (and what a curator's home page shows of them).
 
 Views are thin: parse, check the role, call one function, render. A view that htmx also calls
 returns its fragment for htmx requests and the full page otherwise (the ``_render`` helper).
 """
 from urllib.parse import urlsplit
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import Group
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Subquery
@@ -55,32 +52,14 @@ def _collections_with_counts():
 # --- Home ----------------------------------------------------------------------------------------
 
 
-@login_required
-def home(request):
-    role = roles.primary_role(request.user)
-    if role in (roles.CURATOR, roles.ADMIN):
-        context = {
-            "collections": _collections_with_counts().order_by("-created_at")[:8],
-            "collection_total": Collection.objects.count(),
-            "imports": ImportJob.objects.select_related("collection").order_by("-created_at")[:8],
-        }
-        if role == roles.ADMIN:
-            users = get_user_model().objects.filter(is_active=True)
-            per_role = dict(
-                Group.objects.filter(name__in=roles.ROLES, user__is_active=True)
-                .annotate(n=Count("user")).values_list("name", "n")
-            )
-            context["role_counts"] = [(name, per_role.get(name, 0)) for name in roles.ROLES]
-            context["user_total"] = users.count()
-            context["users_without_role"] = (
-                users.filter(is_superuser=False).exclude(groups__name__in=roles.ROLES).count()
-            )
-        return render(request, f"home/{role}.html", context)
-    if role == roles.ANNOTATOR:
-        from annotation.views_annotate import annotator_home_context
-
-        return render(request, "home/annotator.html", annotator_home_context(request.user))
-    return render(request, "home/no_role.html", {})
+def curator_home_context() -> dict:
+    """What a curator's (and an admin's) home page shows of curation: the latest collections and imports
+    (the page itself is config.views.home)."""
+    return {
+        "collections": _collections_with_counts().order_by("-created_at")[:8],
+        "collection_total": Collection.objects.count(),
+        "imports": ImportJob.objects.select_related("collection").order_by("-created_at")[:8],
+    }
 
 
 # --- Collections ---------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     os.environ["CAPTIONLAB_DDP_RANK"] = str(rank)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -90,7 +90,7 @@ def bob_client(client, bob):
 @pytest.fixture
 def eager_celery():
     """Run tasks inline for this test, whether or not REDIS_URL is set."""
-    from captionlab.celery import app
+    from config.celery import app
 
     saved = app.conf.task_always_eager, app.conf.task_eager_propagates
     app.conf.task_always_eager = app.conf.task_eager_propagates = True
@@ -105,7 +105,7 @@ def _celery_worker(queues):
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
-    from captionlab.celery import app
+    from config.celery import app
 
     if not os.environ.get("REDIS_URL"):
         if REQUIRE_SERVICES:

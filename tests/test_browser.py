@@ -94,7 +94,7 @@ def celery_for_the_live_server():
     The queue name is unique per run, so a worker of another test run sharing the same Redis
     cannot take this run's import (its database would not know the job).
     """
-    from captionlab.celery import app
+    from config.celery import app
     from curation import tasks
 
     eager_before = app.conf.task_always_eager

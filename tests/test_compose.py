@@ -120,9 +120,9 @@ def test_web_runs_gunicorn_on_the_platform_wsgi_application_with_preload(service
     assert (Path(sys.executable).parent / "gunicorn").exists() or shutil.which("gunicorn")
     parsed = Config().parser().parse_args(command[1:])  # argparse: an unknown option exits
     assert parsed.preload_app is True
-    assert parsed.args == ["captionlab.wsgi:application"]
+    assert parsed.args == ["config.wsgi:application"]
     # the platform's gunicorn settings (worker class, threads, memory), as the load benchmark runs them
-    assert parsed.config == "captionlab/gunicorn.conf.py" and (ROOT / parsed.config).is_file()
+    assert parsed.config == "config/gunicorn.conf.py" and (ROOT / parsed.config).is_file()
 
     # Import it as gunicorn does, in a fresh process with the environment compose gives web.
     env = {
@@ -136,7 +136,7 @@ def test_web_runs_gunicorn_on_the_platform_wsgi_application_with_preload(service
         "import sys; from gunicorn.util import import_app; "
         f"app = import_app({parsed.args[0]!r}); "
         "assert callable(app), app; "
-        "import captionlab.wsgi as w; assert app is w.application; "
+        "import config.wsgi as w; assert app is w.application; "
         "heavy = sorted(m for m in ('torch', 'spacy') if m in sys.modules); "
         "assert not heavy, f'the web process imported {heavy}'; print('ok')"
     )
@@ -147,7 +147,7 @@ def test_web_runs_gunicorn_on_the_platform_wsgi_application_with_preload(service
 
 @pytest.mark.parametrize("name", ["worker", "beat", "gpu-worker"])
 def test_celery_services_name_the_platform_app(services, name):
-    from captionlab.celery import app as platform_app
+    from config.celery import app as platform_app
 
     command = _command(services[name])
     assert command[0] == "celery"
@@ -167,7 +167,7 @@ def test_worker_queues_are_the_queues_the_settings_route_to(services):
 
 
 def test_every_registered_task_goes_to_a_consumed_queue(services):
-    from captionlab.celery import app
+    from config.celery import app
 
     app.loader.import_default_modules()
     consumed = set()
@@ -182,7 +182,7 @@ def test_every_registered_task_goes_to_a_consumed_queue(services):
 
 def test_an_unknown_celery_option_is_caught(services):
     with pytest.raises(click.UsageError):
-        parse_celery(["-A", "captionlab", "worker", "--no-such-option"])
+        parse_celery(["-A", "config", "worker", "--no-such-option"])
 
 
 def test_only_the_gpu_worker_reserves_an_nvidia_gpu(services):
@@ -211,10 +211,10 @@ def test_app_services_share_one_image_environment_and_media(services):
 
 
 def test_every_variable_given_to_the_platform_is_one_it_reads(services):
-    settings_text = (ROOT / "captionlab" / "settings.py").read_text()
+    settings_text = (ROOT / "config" / "settings.py").read_text()
     read_elsewhere = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}  # boto3 reads them itself
     entrypoint = (ROOT / "scripts" / "docker-entrypoint.sh").read_text()
-    gunicorn_conf = (ROOT / "captionlab" / "gunicorn.conf.py").read_text()
+    gunicorn_conf = (ROOT / "config" / "gunicorn.conf.py").read_text()
     for name in APP_SERVICES:
         for key in _environment(services[name], COMPOSE_VARS):
             assert (f'"{key}"' in settings_text or key in read_elsewhere or key in entrypoint
@@ -274,7 +274,7 @@ def test_dockerfile_base_user_and_entry_point():
     script = ROOT / entrypoint[0]
     assert script.is_file() and os.access(script, os.X_OK), entrypoint
     cmd = json.loads(next(rest for kw, rest in instructions if kw == "CMD"))
-    assert cmd[:2] == ["gunicorn", "captionlab.wsgi:application"] and "--preload" in cmd
+    assert cmd[:2] == ["gunicorn", "config.wsgi:application"] and "--preload" in cmd
 
 
 def test_dockerfile_copies_files_that_exist_and_are_not_ignored():
@@ -290,7 +290,7 @@ def test_dockerfile_copies_files_that_exist_and_are_not_ignored():
             continue
         assert (ROOT / source).exists(), f"the Dockerfile copies {source}, which does not exist"
         assert not _dockerignored(source), f"{source} is excluded by .dockerignore"
-    for needed in ("manage.py", "captionlab/wsgi.py", "captionlab/celery.py", "scripts/docker-entrypoint.sh",
+    for needed in ("manage.py", "config/wsgi.py", "config/celery.py", "scripts/docker-entrypoint.sh",
                    "requirements.txt", "templates", "static"):
         assert (ROOT / needed).exists(), needed
         assert not _dockerignored(needed), f"{needed} is excluded by .dockerignore"

@@ -60,7 +60,7 @@ def test_every_page_has_the_policy_and_no_inline_script_without_the_nonce(client
 
 def test_report_only_mode_sends_the_policy_as_report_only(tmp_path):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "CSP_REPORT_ONLY": "true",
-           "DJANGO_SETTINGS_MODULE": "captionlab.settings", "CAPTIONLAB_VAR_DIR": str(tmp_path / "var")}
+           "DJANGO_SETTINGS_MODULE": "config.settings", "CAPTIONLAB_VAR_DIR": str(tmp_path / "var")}
     code = ("import json, django; django.setup(); from django.conf import settings as s; "
             "print('JSON' + json.dumps([s.CONTENT_SECURITY_POLICY, sorted(s.CONTENT_SECURITY_POLICY_REPORT_ONLY)]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

@@ -92,7 +92,7 @@ def test_the_demo_loads_users_and_photographs_and_a_rerun_duplicates_nothing(db,
 
 def test_with_workers_the_demo_uploads_a_zip_that_a_worker_can_read(
         db, django_capture_on_commit_callbacks, present):
-    from captionlab.celery import app
+    from config.celery import app
 
     saved = app.conf.task_always_eager
     app.conf.task_always_eager = False
@@ -159,7 +159,7 @@ def test_without_a_running_worker_the_demo_says_so_at_once(db, django_capture_on
     import os
     import time
 
-    from captionlab.celery import app
+    from config.celery import app
 
     from .conftest import REQUIRE_SERVICES
 

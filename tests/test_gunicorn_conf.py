@@ -1,9 +1,9 @@
-"""captionlab/gunicorn.conf.py: the memory settings of the web processes load and do what they say."""
+"""config/gunicorn.conf.py: the memory settings of the web processes load and do what they say."""
 import gc
 import runpy
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[1] / "captionlab" / "gunicorn.conf.py"
+CONF = Path(__file__).resolve().parents[1] / "config" / "gunicorn.conf.py"
 
 
 def test_the_master_collects_nothing_while_loading_and_freezes_before_each_fork(monkeypatch):

@@ -1,7 +1,7 @@
 """What the web and the Celery worker import before they fork (issue 23: web <= 150 MiB PSS, worker
 <= 300 MiB after benchmarks/annotate_load.py).
 
-gunicorn's master imports captionlab.wsgi (settings, apps, every URLconf and view) and its workers
+gunicorn's master imports config.wsgi (settings, apps, every URLconf and view) and its workers
 share those pages; the worker's main process imports the task modules. Each check runs in a fresh interpreter,
 so what another test imported does not count.
 """
@@ -19,7 +19,7 @@ HEAVY = ("numpy", "pandas", "pyarrow", "scipy", "sklearn", "crowdkit", "krippend
 
 
 def _fresh(code: str) -> dict:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "captionlab.settings", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -31,7 +31,7 @@ def _loaded(names) -> str:
 
 
 def test_the_web_application_with_every_view_imports_no_heavy_library():
-    loaded = _fresh(f"import json, sys\nimport captionlab.wsgi\nprint({_loaded(HEAVY)})")
+    loaded = _fresh(f"import json, sys\nimport config.wsgi\nprint({_loaded(HEAVY)})")
     assert loaded == []
 
 
@@ -39,13 +39,13 @@ def test_the_web_application_builds_the_url_reverse_tables_and_the_annotator_tem
     # Each worker would otherwise build its own copy on its first requests (about 10 MiB a worker).
     code = """
 import json
-import captionlab.wsgi
+import config.wsgi
 from django.template import engines
 from django.urls import get_resolver
 cached = {name for engine in engines.all() for loader in engine.engine.template_loaders
           for name in getattr(loader, "get_template_cache", {})}
 print(json.dumps({"reverse_tables": get_resolver()._populated,
-                  "missing_templates": sorted(set(captionlab.wsgi.ANNOTATOR_TEMPLATES) - cached)}))
+                  "missing_templates": sorted(set(config.wsgi.ANNOTATOR_TEMPLATES) - cached)}))
 """
     assert _fresh(code) == {"reverse_tables": True, "missing_templates": []}
 
@@ -55,7 +55,7 @@ def test_the_worker_task_modules_import_no_heavy_library():
     # never with the task modules themselves: the web imports some of them too.
     code = f"""
 import json, sys
-from captionlab.celery import app
+from config.celery import app
 app.loader.import_default_modules()
 print({_loaded(HEAVY)})
 """

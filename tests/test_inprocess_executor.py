@@ -33,7 +33,7 @@ registry.FILTERS.setdefault(WaitsForTheGate.name, WaitsForTheGate)
 
 @pytest.fixture
 def background_pool(eager_celery, settings):
-    """What captionlab/wsgi.py switches on in the embedded default: eager tasks go to the pool."""
+    """What config/wsgi.py switches on in the embedded default: eager tasks go to the pool."""
     settings.CELERY_INPROCESS_WORKERS = 2
     GATE.clear()
     SEEN_THREADS.clear()

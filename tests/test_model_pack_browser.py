@@ -92,7 +92,7 @@ def test_a_curator_sees_model_stages_not_run_then_registers_a_model_searches_and
     photos_collection, carol_admin, tiny_clip_copied, live_server, browser, page, tmp_path  # noqa: F811
 ):
     collection = photos_collection
-    from captionlab.celery import app
+    from config.celery import app
 
     # 1. No model registered: the preset runs, and its model stages say they were not run.
     with celery_for_filter_tasks():

@@ -47,7 +47,7 @@ def zip_of_pngs(count=3, extra: dict[str, bytes] | None = None) -> bytes:
 @pytest.fixture
 def eager_celery(settings):
     """Run tasks in the test process even when REDIS_URL points at a real broker."""
-    from captionlab.celery import app
+    from config.celery import app
 
     previous = app.conf.task_always_eager
     settings.CELERY_TASK_ALWAYS_EAGER = True

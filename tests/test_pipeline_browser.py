@@ -163,7 +163,7 @@ def test_a_curator_reads_the_funnel_overrides_two_decisions_and_sees_a_transform
 def celery_for_filter_tasks():
     """A real worker thread on its own queue when a broker is configured, eager tasks otherwise
     (the same arrangement as test_browser.celery_for_the_live_server, for the filter tasks)."""
-    from captionlab.celery import app
+    from config.celery import app
     from curation import tasks
 
     eager_before = app.conf.task_always_eager

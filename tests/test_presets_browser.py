@@ -165,7 +165,7 @@ def upload(page, *, collection: str, kind: str, path: Path) -> Collection:
 def demo_collection(transactional_db, curator):  # noqa: F811 - the fixture imported above
     """The demo collection, loaded by the app's own loader (``manage.py demo``), before the browser
     starts. Its import runs inline here (eager), whatever the broker: no worker runs yet."""
-    from captionlab.celery import app
+    from config.celery import app
 
     images, _missing = demo.available_images()
     if not images:

@@ -39,7 +39,7 @@ def clean_env(tmp_path):
         "HOME": str(tmp_path),
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "DJANGO_SETTINGS_MODULE": "captionlab.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "CAPTIONLAB_VAR_DIR": str(tmp_path / "var"),
     }
 
@@ -118,7 +118,7 @@ def test_development_keeps_any_key_and_debug(clean_env):
 
 
 def test_gunicorn_binds_loopback_unless_told_otherwise():
-    conf = ROOT / "captionlab" / "gunicorn.conf.py"
+    conf = ROOT / "config" / "gunicorn.conf.py"
     code = f"import runpy; print(runpy.run_path({str(conf)!r})['bind'])"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     assert run([sys.executable, "-c", code], env).stdout.strip() == "127.0.0.1:8000"

@@ -76,7 +76,7 @@ def launch(run, trainer, config: dict, progress, n: int) -> None:
     progress.flush(force=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
                "-m", "modeling.ddp_worker", str(run.pk), "--trainer-module", type(trainer).__module__]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "captionlab.settings")}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings")}
     done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace")
     run.refresh_from_db()  # rank 0 wrote the log and fields; the caller's progress continues from them

@@ -91,7 +91,7 @@ from annotation.best_caption import bradley_terry_strengths
 print(sorted(bradley_terry_strengths([(1, 10, 11, 10), (2, 10, 11, 10), (1, 11, 12, 11), (2, 10, 12, 12)]).items())[0][0],
       sorted(m for m in ("crowdkit", "pandas", "scipy", "sklearn") if m in sys.modules))
 """
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "captionlab.settings"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "config.settings"}
     code = "import django; django.setup()\n" + script
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, "DATABASE_URL": "sqlite:///:memory:"},
                           capture_output=True, text=True, timeout=120)

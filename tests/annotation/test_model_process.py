@@ -90,7 +90,7 @@ def test_the_caller_never_imports_crowd_kit():
     and scikit-learn out of the caller's modules, and the results come back."""
     script = """
 import os, sys
-os.environ["DJANGO_SETTINGS_MODULE"] = "captionlab.settings"
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
 os.environ["ANNOTATION_MODELS_PROCESS"] = "subprocess"
 import django
 django.setup()

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
@@ -32,7 +32,7 @@ class SlowLength(Filter):
 registry.FILTERS.setdefault(SlowLength.name, SlowLength)
 
 if __name__ == "__main__":
-    from captionlab.celery import app
+    from config.celery import app
 
     queue = sys.argv[1] if len(sys.argv) > 1 else "filters"
     app.worker_main(["worker", "-P", "solo", "-Q", queue, "-l", "warning", "--without-gossip",

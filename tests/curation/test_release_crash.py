@@ -33,7 +33,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # The worker: the real tasks, with every copy to storage taking a second longer.
 WORKER = """
 import os, sys, time
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import django
 django.setup()
 from curation.releases import publish
@@ -42,7 +42,7 @@ def slow_copy(storage, local, name):
     original(storage, local, name)
     time.sleep(float(os.environ.get("SLOW_COPY_SECONDS", "1")))
 publish.copy_to_storage = slow_copy
-from captionlab.celery import app
+from config.celery import app
 app.worker_main(["worker", "-P", "solo", "-Q", sys.argv[1], "-l", "warning", "--without-gossip",
                  "--without-mingle", "--without-heartbeat", "-n", f"release-crash-{os.getpid()}@%h"])
 """
@@ -60,7 +60,7 @@ def test_a_worker_killed_mid_export_publishes_nothing_and_the_rerun_gives_the_sa
         if REQUIRE_SERVICES:
             pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL/Redis are not configured")
         pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): workers are separate processes")
-    from captionlab.celery import app
+    from config.celery import app
     from curation.releases.tasks import release_export
 
     release = frozen_release(make_collection("Crash photos", n_images=8))

@@ -15,7 +15,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 
 def queue_chunks(run, queue: str) -> None:
     """Send every chunk of ``run`` to ``queue`` through the broker, even where the tests run tasks eagerly."""
-    from captionlab.celery import app
+    from config.celery import app
     from curation.tasks import filter_chunk
 
     saved = app.conf.task_always_eager

@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import timedelta
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
@@ -32,7 +32,7 @@ def slow_encode(self, pixel_values):
 Encoder.encode_pixels = slow_encode
 
 if __name__ == "__main__":
-    from captionlab.celery import app
+    from config.celery import app
 
     queue = sys.argv[1]
     app.worker_main(["worker", "-P", "solo", "-Q", queue, "-l", "warning", "--without-gossip",

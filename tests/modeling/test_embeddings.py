@@ -140,7 +140,7 @@ def test_a_worker_killed_while_embedding_resumes_without_duplicates(models_dir, 
         pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): workers are separate processes")
     import shutil
 
-    from captionlab.celery import app
+    from config.celery import app
     from modeling.tasks import embed_collection
 
     shutil.copytree(_tiny_clip_source, models_dir / "tiny-clip")

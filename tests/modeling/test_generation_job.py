@@ -194,7 +194,7 @@ call_command("migrate", verbosity=0)
 from celery.signals import before_task_publish
 from django.contrib.auth.models import Group, User
 from django.test import Client
-from captionlab.celery import app
+from config.celery import app
 from modeling.models import GenerationJob, Kind, ModelVersion, TrainingRun
 
 app.conf.task_always_eager = False  # publish to the in-memory broker: a web process never runs the task
@@ -225,7 +225,7 @@ print(json.dumps({"before": before, "after": sorted(m for m in ("torch", "spacy"
 
 def test_posting_the_form_queues_the_job_without_importing_torch_in_the_web_process(tmp_path):
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="captionlab.settings", CAPTIONLAB_VAR_DIR=str(tmp_path / "var"),
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", CAPTIONLAB_VAR_DIR=str(tmp_path / "var"),
                MEDIA_ROOT=str(tmp_path / "media"))
     proc = subprocess.run([sys.executable, "-c", WEB_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)

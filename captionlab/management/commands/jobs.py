@@ -28,10 +28,10 @@ class Command(BaseCommand):
             return
         rows = 0
         for name in heartbeat.KINDS:
-            if name == "aggregation":
-                continue  # no status of its own; shown on the campaign page while a pass runs
-            model = _model(name)
-            for obj in model.objects.exclude(status__in=heartbeat.FINISHED).order_by("pk"):
+            job = heartbeat.job_kind(name)
+            if not job.has_status:
+                continue  # aggregation: no status of its own; shown on the campaign page while a pass runs
+            for obj in job.model.objects.exclude(status__in=heartbeat.FINISHED).order_by("pk"):
                 health = heartbeat.job_health(name, obj)
                 since = f"{health.seconds_since_beat:.0f} s since the last beat" if health.seconds_since_beat is not None else "never started"
                 self.stdout.write(f"{name:<8} #{obj.pk:<6} {obj.status:<12} worker {health.state or 'done':<8} {since}")
@@ -39,10 +39,3 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("No unfinished jobs.")
 
-
-def _model(kind):
-    from annotation.models import Campaign
-    from curation.models import FilterRun, ImportJob, Release, ReleaseExport
-
-    return {"import": ImportJob, "run": FilterRun, "release": Release, "export": ReleaseExport,
-            "aggregation": Campaign}[kind]

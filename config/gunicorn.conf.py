@@ -1,4 +1,4 @@
-"""gunicorn settings for the CaptionLab web processes (``gunicorn captionlab.wsgi -c captionlab/gunicorn.conf.py``).
+"""gunicorn settings for the CaptionLab web processes (``gunicorn config.wsgi -c config/gunicorn.conf.py``).
 
 Worker processes and threads, measured with benchmarks/annotate_load.py on the 2-core machine that
 also runs PostgreSQL, Redis, the Celery worker and the load generator (browser path, 1,000-task

@@ -6,7 +6,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from captionlab import jobs
 
+from .views import home
+
 urlpatterns = [
+    path("", home, name="home"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,10 +1,10 @@
-"""The Celery application. Workers: ``celery -A captionlab worker -Q default,filters``."""
+"""The Celery application. Workers: ``celery -A config worker -Q default,filters``."""
 import os
 
 from celery import Celery
 from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "captionlab.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # Tasks use captionlab.inprocess.InProcessTask: without a broker, the web process runs them in a
 # small thread pool instead of inside the request (captionlab/inprocess.py).

@@ -1,0 +1,62 @@
+"""Curation's long jobs, registered with the kernel's heartbeats (captionlab/heartbeat.py) from
+``CurationConfig.ready()``: imports and filter runs, and for now releases and exports."""
+from captionlab.heartbeat import register_job_kind
+
+
+def register_jobs() -> None:
+    from .models import FilterRun, ImportJob
+
+    register_job_kind("import", model=ImportJob, tasks=("curation.run_import", "curation.download_images"),
+                      retry=retry_import)
+    register_job_kind("run", model=FilterRun, tasks=("curation.filter_start", "curation.filter_chunk",
+                                                     "curation.filter_reconcile", "curation.filter_finish"),
+                      retry=retry_run)
+
+
+def register_release_jobs() -> None:
+    """Releases and exports (curation/releases); they go with the release code when it becomes an app."""
+    from .models import Release, ReleaseExport
+
+    register_job_kind("release", model=Release, tasks=("curation.release_freeze",), retry=retry_release)
+    register_job_kind("export", model=ReleaseExport,
+                      tasks=("curation.release_export", "curation.release_export_verify"), retry=retry_export)
+
+
+def retry_run(run) -> str:
+    from .models import RunChunk
+    from .tasks import filter_chunk, filter_finish, filter_start
+
+    if run.status == "finalising":  # the chunks were done; the run-level steps were not
+        filter_finish.delay(run.pk)
+        return "the run-level steps were queued again"
+    chunks = list(RunChunk.objects.filter(run=run).exclude(status__in=["done", "failed"])
+                  .values_list("index", flat=True))
+    if not RunChunk.objects.filter(run=run).exists():
+        filter_start.delay(run.pk)
+        return "the run was started again"
+    for index in chunks:
+        filter_chunk.delay(run.pk, index)
+    if not chunks:  # every chunk finished: only the run-level steps were left
+        filter_finish.delay(run.pk)
+    return f"{len(chunks)} unfinished chunk(s) queued again"
+
+
+def retry_import(job) -> str:
+    from .tasks import run_import
+
+    run_import.delay(job.pk)
+    return "the import was queued again (rows already imported are skipped as duplicates)"
+
+
+def retry_release(release) -> str:
+    from .releases.tasks import release_freeze
+
+    release_freeze.delay(release.pk)
+    return "the release was queued again"
+
+
+def retry_export(export) -> str:
+    from .releases.services import export_retry
+
+    export_retry(export)
+    return "the export was queued again"
