@@ -133,7 +133,7 @@ class Plot:
         self.plot_w, self.plot_h = width - self.left - self.right, height - self.top - self.bottom
         self.x, self.y = x, y
         self.parts = _head(css, title, width, height, desc, max_width)
-        self.slots: list[tuple[float, int]] = []  # (x, row) of the marker labels placed so far
+        self.slots: list[tuple[float, float, int]] = []  # (from x, to x, row) of the marker labels placed
 
     def sx(self, value) -> float:
         lo, hi = self.x
@@ -183,13 +183,14 @@ class Plot:
         return el("circle", tip=tip, **attrs, cx=self.sx(x), cy=self.sy(y), r=r, fill=fill)
 
     def marker(self, value, label, colour, *, dash="4 3", rows=2, cls="marker", **attrs) -> Plot:
-        """A vertical line at x = ``value``, its label above the plot on the first of ``rows`` rows with no
-        label within 150 px, on the inner side of the line."""
+        """A vertical line at x = ``value``, its label above the plot on the inner side of the line, on the
+        first of ``rows`` rows where it overlaps no other label (~6 px a character at 11 px)."""
         x = self.sx(value)
-        row = next((r for r in range(rows) if all(abs(px - x) >= 150 or pr != r for px, pr in self.slots)),
-                   len(self.slots) % rows)
-        self.slots.append((x, row))
         anchor, nudge = ("end", -4) if x > self.left + 0.7 * self.plot_w else ("start", 4)
+        span = sorted((x + nudge, x + nudge + (-1 if nudge < 0 else 1) * (6.5 * len(label) + 8)))
+        row = next((r for r in range(rows) if all(pr != r or span[1] < a or b < span[0] for a, b, pr in self.slots)),
+                   len(self.slots) % rows)
+        self.slots.append((*span, row))
         return self.add(el("line", cls=cls, **attrs, x1=x, y1=float(self.top - 4), x2=x, y2=float(self.top + self.plot_h),
                            stroke=colour, stroke_width=2, stroke_dasharray=dash),
                         text(x + nudge, self.top - 10 - 12 * (rows - 1 - row), label, anchor=anchor, fill=colour,
@@ -334,7 +335,7 @@ def hbar_chart(css: str, title: str, rows, *, desc="", width=640, label_w=90, ba
     colour, tip, cls), …] per bar], "notes": [(strong, plain)] per bar, "attrs": {…} of the row's <g>,
     "href"}]. Each bar is a track as long as ``scale`` with its segments side by side (a non-zero one at
     least 1 px); ``ticks`` draw a scale above; ``legend_items`` [(colour, name)] go under the rows."""
-    bar_x, note_x, top = label_w + 12, label_w + 12 + bar_w + 12, 34 if ticks or heading else 16
+    bar_x, note_x, top = label_w + 12, label_w + 12 + bar_w + 26, 34 if ticks or heading else 16
     per_row = [len(row["bars"]) * (bar_h + 4) + 12 for row in rows]
     bottom = top + sum(per_row)
     out = _head(css, title, width, bottom + 34, desc)

@@ -237,6 +237,6 @@ def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None
     return histogram_chart("chart histogram-chart", f"Histogram of {h.scored:,} scores",
                            [(b["lo"], b["hi"]) for b in h.bins],
                            [(key, [b[key] for b in h.bins], colour) for key, colour in
-                            (("kept", KEPT), ("other", NA), ("dropped", DROPPED))],
+                            (("kept", KEPT), ("other", NA_COLOUR), ("dropped", DROPPED))],
                            markers=markers, marker_rows=3, x_ticks=ticks, x_title="score", width=680, height=262,
                            empty_text="No scores to show")

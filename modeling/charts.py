@@ -66,7 +66,7 @@ def loss_curve_svg(history: list[dict], width: int = 640, height: int = 250) -> 
                            width=width, height=height)
 
 
-def lr_curve_svg(history: list[dict], width: int = 640, height: int = 130) -> str:
+def lr_curve_svg(history: list[dict], width: int = 640, height: int = 140) -> str:
     """The learning rate over the epochs (the schedule's warm-up and decay), from the history's "lr";
     "" when the lr never changed (a constant schedule says nothing a chart would add)."""
     points = sorted((h for h in history or [] if _number(h.get("lr")) and _number(h.get("epoch"))),
@@ -78,8 +78,8 @@ def lr_curve_svg(history: list[dict], width: int = 640, height: int = 130) -> st
     return draw.line_chart("lr-curve", "Learning rate",
                            [Line("learning rate", [(h["epoch"], h["lr"]) for h in points], PALETTE[3],
                                  title="learning rate")],
-                           x=(0, x_max), y=(0, max(values)), x_ticks=[(0, "0"), (x_max, f"epoch {fmt(x_max)}")],
-                           y_ticks=(0, max(values)), width=width, height=height)
+                           x=(0, x_max), y=(0, max(values)), x_ticks=(0, x_max), x_title="epoch",
+                           y_ticks=(0, max(values)), width=width, height=height, left=60)
 
 
 def reliability_svg(bins: list[dict], ece, width: int = 320, height: int = 260) -> str:

@@ -64,7 +64,7 @@ def counts_svg(rows: list[dict]) -> str:
               "notes": [(f"{row[key]:,} {key}", f"({charts.fmt_pct(charts.percent(row[key], totals[key]))}%)")
                         for key in COUNTS_COLOURS]} for row in rows]
     desc = "; ".join(f"{r['split']}: {r['images']} images, {r['captions']} captions" for r in rows)
-    return charts.hbar_chart("chart counts-chart", "Images and captions per split", drawn, desc=desc, scale=peak,
+    return charts.hbar_chart("chart counts-chart", "Images and captions per split", drawn, desc=desc, bar_w=340, scale=peak,
                              legend_items=[(colour, key) for key, colour in COUNTS_COLOURS.items()])
 
 
