@@ -1,10 +1,10 @@
-"""Server-side SVG charts of a filter run: the funnel, and each step's score histogram.
+"""The charts of a filter run: the funnel, and each step's score histogram.
 
-Two halves. The numbers: ``funnel_rows`` turns a run's funnel into percentages of the starting
-count (as the Conceptual Captions paper reports its stages), ``score_histogram`` and ``what_if``
-count scores with database aggregates (a run may hold millions of decisions: no row is loaded).
-The pictures: ``funnel_svg`` and ``histogram_svg`` draw those numbers as inline SVG, no JavaScript
-and no library; every text in them is escaped.
+The numbers: ``funnel_rows`` turns a run's funnel into percentages of the starting count (as the
+Conceptual Captions paper reports its stages), ``score_histogram`` and ``what_if`` count scores with
+database aggregates (a run may hold millions of decisions: no row is loaded). ``funnel_svg`` and
+``histogram_svg`` hand those numbers to the kernel's chart module (``captionlab.charts``), which draws
+and escapes them.
 """
 from __future__ import annotations
 
@@ -13,32 +13,18 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, F, FloatField, Max, Min, Q, Value
 from django.db.models.functions import Cast, Floor
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
+
+from captionlab.charts import DROPPED, INK, KEPT, PALETTE, Marker, fmt_number, fmt_pct, hbar_chart, percent, truncate
+from captionlab.charts import NA as NA_COLOUR
+from captionlab.charts import histogram as histogram_chart
 
 KEEP, DROP, NA = "keep", "drop", "na"
 UNITS = {"image": ("image", "images"), "caption": ("caption", "captions")}
-COLOURS = {"kept": "#2f9e66", "na": "#a8b0bd", "dropped": "#d9534f", "track": "#eef0f4", "cutoff": "#c2410c"}
-
-
-def percent(part: int, whole: int) -> float:
-    return 100.0 * part / whole if whole else 0.0
-
-
-def fmt_pct(value: float) -> str:
-    """One decimal; a tiny but non-zero share reads "<0.1" rather than a misleading "0.0"."""
-    if 0 < value < 0.05:
-        return "<0.1"
-    return f"{value:.1f}"
-
-
-def fmt_number(value: float) -> str:
-    """A score for an axis or a label: short, and exact for whole numbers."""
-    if value is None or math.isnan(value):
-        return "—"
-    if float(value).is_integer() and abs(value) < 1e9:
-        return f"{int(value):,}"
-    return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
+CUTOFF = "#c2410c"
+# (key, count, percentage, name, colour) of a funnel bar's segments, in their order along it.
+SEGMENTS = (("kept", "kept", "pct_kept", "kept", KEPT), ("na", "not_applicable", "pct_na", "not applicable", NA_COLOUR),
+            ("dropped", "dropped", "pct_dropped", "dropped", DROPPED))
 
 
 def ordinal(value: float) -> str:
@@ -78,94 +64,31 @@ def funnel_rows(funnel: list[dict]) -> list[dict]:
     return rows
 
 
-def _text(x, y, content, *, anchor="start", cls="", size=None, weight=None, fill=None) -> str:
-    attrs = [f'x="{x:.1f}"', f'y="{y:.1f}"', f'text-anchor="{anchor}"']
-    if cls:
-        attrs.append(f'class="{cls}"')
-    if size:
-        attrs.append(f'font-size="{size}"')
-    if weight:
-        attrs.append(f'font-weight="{weight}"')
-    if fill:
-        attrs.append(f'fill="{fill}"')
-    return f"<text {' '.join(attrs)}>{escape(content)}</text>"
-
-
-def _truncate(text: str, length: int) -> str:
-    return text if len(text) <= length else text[: length - 1] + "…"
-
-
 def funnel_svg(rows: list[dict], links: list[str] | None = None) -> SafeString:
     """A horizontal bar per step: kept, not applicable and dropped side by side, the bar as long as
     the share of the starting count that entered the step. ``links`` (one URL per row) make each
     bar a link to that step's decisions."""
-    label_w, bar_x, bar_w, width = 250, 262, 330, 860
-    value_x = bar_x + bar_w + 26
-    top, row_h, bar_h = 34, 34, 18
-    height = top + row_h * len(rows) + 34
-    out = [
-        f'<svg class="chart funnel-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="100%" role="img" aria-labelledby="funnel-title funnel-desc" font-family="system-ui, sans-serif" font-size="13">',
-        '<title id="funnel-title">Funnel of the run: what each step kept, dropped and found not applicable</title>',
-        '<desc id="funnel-desc">'
-        + escape("; ".join(
-            f"step {r['step'] + 1} {r['label']}: {r['entered']} {r['unit']} entered, {r['kept']} kept, "
-            f"{r['dropped']} dropped, {r['not_applicable']} not applicable" for r in rows))
-        + "</desc>",
-    ]
-    # Axis: 0-100 % of the starting count.
-    for tick in (0, 25, 50, 75, 100):
-        x = bar_x + bar_w * tick / 100
-        out.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{top + row_h * len(rows) - 6}" '
-                   f'stroke="#e2e6ec" stroke-width="1"/>')
-        out.append(_text(x, top - 14, f"{tick}%", anchor="middle", size=11, fill="#5d6778"))
-    out.append(_text(value_x, top - 14, "left after the step · dropped", size=11, fill="#5d6778"))
+    drawn = []
     for i, row in enumerate(rows):
-        y = top + i * row_h
-        label = _truncate(f"{row['step'] + 1}. {row['label']}", 34)
-        group = [f'<g class="funnel-row" data-step="{row["step"]}" data-entered="{row["entered"]}" '
-                 f'data-kept="{row["kept"]}" data-dropped="{row["dropped"]}" data-na="{row["not_applicable"]}">']
-        group.append(_text(label_w, y + bar_h - 4, label, anchor="end", fill="#1c2330"))
-        group.append(_text(label_w, y + bar_h + 9, f"{row['entered']:,} {row['unit']}", anchor="end",
-                           size=10, fill="#5d6778"))
-        group.append(f'<rect x="{bar_x}" y="{y}" width="{bar_w}" height="{bar_h}" rx="3" fill="{COLOURS["track"]}"/>')
-        x = float(bar_x)
-        for key, count, pct, name in (("kept", row["kept"], row["pct_kept"], "kept"),
-                                      ("na", row["not_applicable"], row["pct_na"], "not applicable"),
-                                      ("dropped", row["dropped"], row["pct_dropped"], "dropped")):
-            w = bar_w * min(pct, 100.0) / 100
-            if count and w < 1:
-                w = 1.0  # a non-zero count stays visible
-            if not count:
-                continue
-            tip = f"{name}: {count:,} ({fmt_pct(pct)}% of the starting {row['unit']})"
-            group.append(
-                f'<rect class="seg-{key}" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLOURS[key]}">'
-                f"<title>{escape(tip)}</title></rect>"
-            )
-            x += w
+        segments = [(row[pct], colour, f"{name}: {row[count]:,} ({fmt_pct(row[pct])}% of the starting {row['unit']})",
+                     f"seg-{key}") for key, count, pct, name, colour in SEGMENTS]
         # "−0 (0.0% of entered)" under a step that dropped nothing reads as noise: it says "none dropped".
-        if row["dropped"]:
-            summary = f"{fmt_pct(row['pct_left'])}% · −{row['dropped']:,}"
-            share = f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)"
-        else:
-            summary, share = f"{fmt_pct(row['pct_left'])}%", "none dropped"
-        group.append(
-            f'<text x="{value_x}" y="{y + bar_h - 4}"><tspan font-weight="600" fill="#1c2330">{escape(summary)}</tspan>'
-            f'<tspan dx="6" font-size="11" fill="#5d6778">{escape(share)}</tspan></text>')
-        group.append("</g>")
-        if links and i < len(links) and links[i]:
-            group = [f'<a href="{escape(links[i])}">'] + group + ["</a>"]
-        out.extend(group)
-    # Legend.
-    ly = top + row_h * len(rows) + 14
-    lx = bar_x
-    for key, name in (("kept", "kept"), ("na", "not applicable"), ("dropped", "dropped")):
-        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" rx="2" fill="{COLOURS[key]}"/>')
-        out.append(_text(lx + 17, ly, name, size=12, fill="#1c2330"))
-        lx += 40 + 7 * len(name)
-    out.append("</svg>")
-    return mark_safe("".join(out))
+        note = ((f"{fmt_pct(row['pct_left'])}% · −{row['dropped']:,}",
+                 f"({fmt_pct(row['pct_dropped_of_entered'])}% of entered)") if row["dropped"]
+                else (f"{fmt_pct(row['pct_left'])}%", "none dropped"))
+        drawn.append({"label": truncate(f"{row['step'] + 1}. {row['label']}", 34),
+                      "sub": f"{row['entered']:,} {row['unit']}", "bars": [segments], "notes": [note],
+                      "href": links[i] if links and i < len(links) else "",
+                      "attrs": {"cls": "funnel-row", "data_step": row["step"], "data_entered": row["entered"],
+                                "data_kept": row["kept"], "data_dropped": row["dropped"],
+                                "data_na": row["not_applicable"]}})
+    desc = "; ".join(f"step {r['step'] + 1} {r['label']}: {r['entered']} {r['unit']} entered, {r['kept']} kept, "
+                     f"{r['dropped']} dropped, {r['not_applicable']} not applicable" for r in rows)
+    return hbar_chart("chart funnel-chart",
+                      "Funnel of the run: what each step kept, dropped and found not applicable", drawn,
+                      desc=desc, width=860, label_w=250, bar_w=330, ticks=(0, 25, 50, 75, 100), tick_suffix="%",
+                      heading="left after the step · dropped",
+                      legend_items=[(colour, name) for *_, name, colour in SEGMENTS])
 
 
 # --- Score histograms ----------------------------------------------------------------------------
@@ -291,87 +214,29 @@ def what_if(decisions, current: dict[str, float], proposed: dict[str, float]) ->
 
 def histogram_svg(histogram: Histogram, proposed: dict[str, float] | None = None,
                   cutoffs: dict[str, float] | None = None) -> SafeString:
-    """Stacked bars (kept, dropped, other) per bin, current thresholds as solid lines and proposed
+    """Stacked bars (kept, other, dropped) per bin, current thresholds as solid lines and proposed
     ones, where they differ, as dashed lines; ``cutoffs`` ({label: score}, other cut-offs a step
     computed, such as alignment's top-k% and calibrated ones) as dotted lines of their own colour."""
-    width, height = 680, 262
-    left, right, top, bottom = 48, 16, 46, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    out = [f'<svg class="chart histogram-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-           f'width="100%" role="img" aria-labelledby="hist-title" font-family="system-ui, sans-serif" font-size="12">',
-           f'<title id="hist-title">{escape(f"Histogram of {histogram.scored:,} scores")}</title>']
-    if not histogram.bins:
-        out.append(_text(width / 2, height / 2, "No scores to show", anchor="middle", fill="#5d6778"))
-        out.append("</svg>")
-        return mark_safe("".join(out))
-    peak = histogram.peak or 1
-    span = histogram.hi - histogram.lo
+    h, proposed = histogram, proposed or {}
 
-    def sx(value: float) -> float:
-        return left + plot_w * (min(max(value, histogram.lo), histogram.hi) - histogram.lo) / span
+    def marker(name, value, kind, colour, dash, note=""):
+        remarks = ", ".join(r for r in (note, "" if h.lo <= value <= h.hi else "off the chart") if r)
+        label = f"{'new ' if kind == 'threshold proposed' else ''}{name} = {fmt_number(value)}"
+        return Marker(value, label + (f" ({remarks})" if remarks else ""), colour, dash, kind,
+                      {"data_name": name, "data_value": str(value), "data_note": note})
 
-    def sy(count: float) -> float:
-        return top + plot_h - plot_h * count / peak
-
-    for tick in sorted({0, peak // 2, peak}):  # counts: whole numbers, drawn where they are
-        y = sy(tick)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eef0f4"/>')
-        out.append(_text(left - 6, y + 4, fmt_number(tick), anchor="end", size=11, fill="#5d6778"))
-    bar_w = plot_w / len(histogram.bins)
-    for index, b in enumerate(histogram.bins):
-        x = left + bar_w * index
-        base = 0
-        for key, colour in (("kept", COLOURS["kept"]), ("other", COLOURS["na"]), ("dropped", COLOURS["dropped"])):
-            count = b[key]
-            if not count:
-                continue
-            y0, y1 = sy(base + count), sy(base)
-            tip = f"{fmt_number(b['lo'])} to {fmt_number(b['hi'])}: {count:,} {key}"
-            out.append(
-                f'<rect class="bin-{key}" x="{x + 0.5:.1f}" y="{y0:.1f}" width="{max(bar_w - 1, 0.5):.1f}" '
-                f'height="{max(y1 - y0, 0.5):.1f}" fill="{colour}">'
-                f"<title>{escape(tip)}</title></rect>")
-            base += count
-    axis_y = top + plot_h
-    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#5d6778"/>')
-    ticks = (histogram.lo, (histogram.lo + histogram.hi) / 2, histogram.hi)
-    if histogram.integer:
-        ticks = sorted({histogram.lo + 0.5, float(round((histogram.lo + histogram.hi) / 2)), histogram.hi - 0.5})
-    for value in ticks:
-        out.append(_text(sx(value), axis_y + 16, fmt_number(value), anchor="middle", size=11, fill="#5d6778"))
-    out.append(_text(left + plot_w / 2, axis_y + 33, "score", anchor="middle", size=11, fill="#5d6778"))
-    proposed = proposed or {}
-    label_slots: list[tuple[float, int]] = []
-    for name, value in sorted(histogram.thresholds.items()):
-        out.extend(_threshold_line(name, value, sx, top, axis_y, label_slots, dashed=False,
-                                   off=not histogram.lo <= value <= histogram.hi, note=histogram.notes.get(name, "")))
-        new = proposed.get(name)
-        if new is not None and new != value:
-            out.extend(_threshold_line(name, new, sx, top, axis_y, label_slots, dashed=True,
-                                       off=not histogram.lo <= new <= histogram.hi))
-    for name, value in sorted((cutoffs or {}).items()):
-        out.extend(_threshold_line(name, value, sx, top, axis_y, label_slots, dashed=False, cutoff=True,
-                                   off=not histogram.lo <= value <= histogram.hi))
-    out.append("</svg>")
-    return mark_safe("".join(out))
-
-
-def _threshold_line(name, value, sx, top, bottom, slots, *, dashed: bool, off: bool, cutoff: bool = False,
-                    note: str = "") -> list[str]:
-    x = sx(value)
-    colour = COLOURS["cutoff"] if cutoff else "#3b5bdb" if dashed else "#1c2330"
-    dash = ' stroke-dasharray="2 3"' if cutoff else ' stroke-dasharray="5 4"' if dashed else ""
-    remarks = ", ".join(r for r in (note, "off the chart" if off else "") if r)
-    label = f"{'new ' if dashed else ''}{name} = {fmt_number(value)}{f' ({remarks})' if remarks else ''}"
-    # Labels of lines close together go on separate rows of text (three rows above the plot).
-    level = next((row for row in range(3) if all(abs(sx_ - x) >= 150 or r != row for sx_, r in slots)), len(slots) % 3)
-    slots.append((x, level))
-    anchor = "end" if x > 480 else "start"
-    nudge = -4 if anchor == "end" else 4
-    kind = "cutoff" if cutoff else "threshold proposed" if dashed else "threshold"
-    note_attr = f' data-note="{escape(note)}"' if note else ""
-    return [
-        f'<line class="{kind}" data-name="{escape(name)}" data-value="{value}"{note_attr} '
-        f'x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{bottom}" stroke="{colour}" stroke-width="2"{dash}/>',
-        _text(x + nudge, top - 34 + 12 * level, label, anchor=anchor, size=11, fill=colour, weight="600"),
-    ]
+    markers = []
+    for name, value in sorted(h.thresholds.items()):
+        markers.append(marker(name, value, "threshold", INK, "", h.notes.get(name, "")))
+        if proposed.get(name) is not None and proposed[name] != value:
+            markers.append(marker(name, proposed[name], "threshold proposed", PALETTE[0], "5 4"))
+    markers += [marker(name, value, "cutoff", CUTOFF, "2 3") for name, value in sorted((cutoffs or {}).items())]
+    ticks = (h.lo, (h.lo + h.hi) / 2, h.hi)
+    if h.integer:
+        ticks = sorted({h.lo + 0.5, float(round((h.lo + h.hi) / 2)), h.hi - 0.5})
+    return histogram_chart("chart histogram-chart", f"Histogram of {h.scored:,} scores",
+                           [(b["lo"], b["hi"]) for b in h.bins],
+                           [(key, [b[key] for b in h.bins], colour) for key, colour in
+                            (("kept", KEPT), ("other", NA_COLOUR), ("dropped", DROPPED))],
+                           markers=markers, marker_rows=3, x_ticks=ticks, x_title="score", width=680, height=262,
+                           empty_text="No scores to show")

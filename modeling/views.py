@@ -4,8 +4,8 @@ form posts to views_generation: generation jobs run on a worker).
 
 Views are thin: they parse, check the role, call the engine/registry, and render. The run's progress
 card polls itself with htmx (like the filter runs' card) and stops once the run is finished.
-The charts (loss curve and reliability in modeling/charts.py, metric bars here) are server-side SVG;
-every text in them is escaped.
+The charts (loss curve and reliability in modeling/charts.py, metric bars here) are server-side SVG drawn
+by captionlab.charts, which escapes every text in them.
 """
 from __future__ import annotations
 
@@ -17,15 +17,13 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.utils.html import escape
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from captionlab import charts
 from captionlab.roles import role_required
 
 from . import engine, evaluation, groups, registry, run_notes, views_generation, views_groups
-from .charts import PALETTE, baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
-from .charts import fmt as _fmt
+from .charts import baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
 from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key  # noqa: F401
 from .models import Kind, ModelVersion, TrainingRun
 from .trainers import DEFAULT_TRAINERS, all_trainers
@@ -43,37 +41,11 @@ STRATEGIES = (("", "— trainer default —"), ("all", "All captions"), ("fluenc
 
 def bars_svg(metric_names: list[str], series: list[tuple[str, list]], width: int = 720, height: int = 240) -> str:
     """Grouped bars: one group per metric, one bar per run (None = not measured)."""
-    values = [v for _, vals in series for v in vals if isinstance(v, (int, float)) and math.isfinite(v)]
-    if not metric_names or not values:
+    series = [(label, [v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in vals],
+               charts.PALETTE[i % len(charts.PALETTE)]) for i, (label, vals) in enumerate(series)]
+    if not metric_names or not any(v is not None for _, vals, _ in series for v in vals):
         return ""
-    left, right, top, bottom = 44, 10, 24, 34
-    y_max = max(values) or 1.0
-    group = (width - left - right) / len(metric_names)
-    bar = max(2.0, (group - 10) / max(len(series), 1))
-    parts = [f'<svg class="metric-bars" viewBox="0 0 {width} {height}" role="img" aria-label="Metrics by run" '
-             f'xmlns="http://www.w3.org/2000/svg">',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a8b0bd"/>',
-             f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" font-size="11">{escape(_fmt(y_max))}</text>']
-    for m, name in enumerate(metric_names):
-        x0 = left + m * group + 5
-        for s, (label, vals) in enumerate(series):
-            v = vals[m]
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
-                continue
-            h = (height - top - bottom) * max(v, 0) / y_max
-            parts.append(f'<rect x="{x0 + s * bar:.1f}" y="{height - bottom - h:.1f}" width="{bar - 1:.1f}" '
-                         f'height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}"><title>{escape(label)} · '
-                         f'{escape(name)}: {escape(_fmt(v))}</title></rect>')
-        parts.append(f'<text x="{x0 + group / 2 - 5:.1f}" y="{height - 14}" text-anchor="middle" font-size="11">'
-                     f'{escape(name)}</text>')
-    x = float(left)
-    for s, (label, _) in enumerate(series):
-        short = label if len(label) <= 32 else label[:31] + "…"
-        parts.append(f'<text x="{x:.0f}" y="12" font-size="11" fill="{PALETTE[s % len(PALETTE)]}">'
-                     f'■ {escape(short)}<title>{escape(label)}</title></text>')
-        x += 7 * (len(short) + 2) + 12  # ~7 px a character at 11 px
-    parts.append("</svg>")
-    return mark_safe("".join(parts))
+    return charts.bar_chart("metric-bars", "Metrics by run", metric_names, series, width=width, height=height, fill=0.8)
 
 
 # --- Runs ----------------------------------------------------------------------------------------------

@@ -16,15 +16,12 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.html import escape
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.markdown import render_markdown
 from annotation.models import Campaign
-from captionlab import roles
+from captionlab import charts, roles
 from captionlab.roles import role_required
-from curation import charts
 from curation.models import Collection, Release, ReleaseExport, ReleaseItem
 from curation.views import _render
 
@@ -37,6 +34,7 @@ from .publish import storage_name
 RELEASES_PER_PAGE = 50
 ITEMS_PER_PAGE = 50
 SPLITS = ("train", "val", "test")
+COUNTS_COLOURS = {"images": charts.PALETTE[0], "captions": charts.KEPT}
 
 
 # --- The counts chart ------------------------------------------------------------------------------
@@ -58,47 +56,16 @@ def split_counts(release: Release) -> list[dict]:
 
 def counts_svg(rows: list[dict]) -> str:
     """Two bars per split (images, captions), each as long as its share of the largest count."""
-    width, label_w, bar_x, bar_w = 640, 90, 100, 400
-    top, group_h, bar_h = 16, 58, 18
-    height = top + group_h * len(rows) + 24
     peak = max([r["images"] for r in rows] + [r["captions"] for r in rows] + [1])
-    total_i = sum(r["images"] for r in rows)
-    total_c = sum(r["captions"] for r in rows)
-    colours = {"images": "#3b5bdb", "captions": charts.COLOURS["kept"]}
-    out = [f'<svg class="chart counts-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-           f'width="100%" role="img" aria-labelledby="counts-title counts-desc" '
-           f'font-family="system-ui, sans-serif" font-size="13">',
-           '<title id="counts-title">Images and captions per split</title>',
-           '<desc id="counts-desc">' + escape("; ".join(
-               f"{r['split']}: {r['images']} images, {r['captions']} captions" for r in rows)) + "</desc>"]
-    for i, row in enumerate(rows):
-        y = top + i * group_h
-        out.append(f'<g class="split-row" data-split="{escape(row["split"])}" data-images="{row["images"]}" '
-                   f'data-captions="{row["captions"]}">')
-        out.append(charts._text(label_w, y + bar_h + 8, row["split"], anchor="end", weight="600", fill="#1c2330"))
-        for j, key in enumerate(("images", "captions")):
-            count = row[key]
-            whole = total_i if key == "images" else total_c
-            by = y + j * (bar_h + 4)
-            w = bar_w * count / peak
-            if count and w < 1:
-                w = 1.0
-            out.append(f'<rect x="{bar_x}" y="{by}" width="{bar_w}" height="{bar_h}" rx="3" '
-                       f'fill="{charts.COLOURS["track"]}"/>')
-            if count:
-                out.append(f'<rect class="bar-{key}" x="{bar_x}" y="{by}" width="{w:.1f}" height="{bar_h}" rx="3" '
-                           f'fill="{colours[key]}"><title>{escape(f"{count:,} {key}")}</title></rect>')
-            share = charts.fmt_pct(charts.percent(count, whole))
-            out.append(charts._text(bar_x + bar_w + 8, by + bar_h - 4, f"{count:,} {key} ({share}%)", size=12,
-                                    fill="#1c2330"))
-        out.append("</g>")
-    ly = top + group_h * len(rows) + 10
-    for j, key in enumerate(("images", "captions")):
-        lx = bar_x + j * 110
-        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" rx="2" fill="{colours[key]}"/>')
-        out.append(charts._text(lx + 17, ly, key, size=12, fill="#1c2330"))
-    out.append("</svg>")
-    return mark_safe("".join(out))
+    totals = {key: sum(r[key] for r in rows) for key in COUNTS_COLOURS}
+    drawn = [{"label": row["split"], "attrs": {"cls": "split-row", "data_split": row["split"],
+                                               "data_images": row["images"], "data_captions": row["captions"]},
+              "bars": [[(row[key], colour, f"{row[key]:,} {key}", f"bar-{key}")] for key, colour in COUNTS_COLOURS.items()],
+              "notes": [(f"{row[key]:,} {key}", f"({charts.fmt_pct(charts.percent(row[key], totals[key]))}%)")
+                        for key in COUNTS_COLOURS]} for row in rows]
+    desc = "; ".join(f"{r['split']}: {r['images']} images, {r['captions']} captions" for r in rows)
+    return charts.hbar_chart("chart counts-chart", "Images and captions per split", drawn, desc=desc, bar_w=340, scale=peak,
+                             legend_items=[(colour, key) for key, colour in COUNTS_COLOURS.items()])
 
 
 # --- Context helpers ---------------------------------------------------------------------------------
