@@ -49,7 +49,7 @@ test:
 lint:
 	@SETUP_MIGRATE=0 bash scripts/setup.sh
 	@rc=0; \
-	echo "[lint] ruff check"; $(VENV)/bin/ruff check . || { echo "[lint] ruff check failed"; rc=1; }; \
+	echo "[lint] ruff check"; $(VENV)/bin/ruff check --output-format concise . || { echo "[lint] ruff check failed"; rc=1; }; \
 	echo "[lint] lint-imports (the floors)"; $(VENV)/bin/lint-imports || { echo "[lint] lint-imports failed"; rc=1; }; \
 	echo "[lint] makemigrations --check --dry-run"; \
 	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run \
