@@ -18,8 +18,8 @@ import django
 
 django.setup()
 
-from curation.pipeline import registry
-from curation.pipeline.base import Filter, drop, keep
+from curation.pipeline import registry  # noqa: E402
+from curation.pipeline.base import Filter, drop, keep  # noqa: E402
 
 
 class SlowLength(Filter):

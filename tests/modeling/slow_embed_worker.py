@@ -19,10 +19,10 @@ import django
 
 django.setup()
 
-from django.conf import settings
+from django.conf import settings  # noqa: E402
 
-from modeling.embeddings import jobs
-from modeling.pack.loading import Encoder
+from modeling.embeddings import jobs  # noqa: E402
+from modeling.pack.loading import Encoder  # noqa: E402
 
 settings.EMBED_BATCH_SIZE = 2
 jobs.STALE_AFTER = timedelta(seconds=3)
