@@ -3,8 +3,8 @@
 #   make run    set up, migrate, load the demo, serve http://127.0.0.1:8000/ (SQLite, Celery eager)
 #   make test   set up and run the whole test suite (PostgreSQL and Redis when this machine has them)
 #
-# Other targets: setup, serve (runserver with your DATABASE_URL/REDIS_URL), demo, worker,
-# gpu-worker, beat, bench, clean, distclean.
+# Other targets: lint (ruff, import floors, migrations, mypy), setup, serve (runserver with your
+# DATABASE_URL/REDIS_URL), demo, worker, gpu-worker, beat, bench, clean, distclean.
 
 SHELL := /bin/bash
 VENV := .venv
@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 export PYTEST_ARGS
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run serve demo test need-redis worker gpu-worker beat bench clean distclean
+.PHONY: help setup run serve demo test lint need-redis worker gpu-worker beat bench clean distclean
 
 help:
 	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
@@ -42,6 +42,20 @@ demo: setup
 test:
 	@SETUP_MIGRATE=0 bash scripts/setup.sh
 	@bash scripts/test.sh
+
+# The static checks CI runs before the tests (configured in pyproject.toml). Each runs even when an
+# earlier one fails; the target fails when any does. makemigrations needs a database setting only
+# (SQLite in var/ here, whatever DATABASE_URL says).
+lint:
+	@SETUP_MIGRATE=0 bash scripts/setup.sh
+	@rc=0; \
+	echo "[lint] ruff check"; $(VENV)/bin/ruff check --output-format concise . || { echo "[lint] ruff check failed"; rc=1; }; \
+	echo "[lint] lint-imports (the floors)"; $(VENV)/bin/lint-imports || { echo "[lint] lint-imports failed"; rc=1; }; \
+	echo "[lint] makemigrations --check --dry-run"; \
+	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py makemigrations --check --dry-run \
+	    || { echo "[lint] a model change has no migration (run manage.py makemigrations)"; rc=1; }; \
+	echo "[lint] mypy"; $(VENV)/bin/mypy || { echo "[lint] mypy failed"; rc=1; }; \
+	exit $$rc
 
 need-redis:
 	@if [ -z "$${REDIS_URL:-}" ]; then \
@@ -69,7 +83,7 @@ bench: setup
 
 # Generated files; keeps .venv and var/ (your database and media). distclean removes those too.
 clean:
-	rm -rf node_modules staticfiles static/vendor/htmx.min.js .pytest_cache
+	rm -rf node_modules staticfiles static/vendor/htmx.min.js .pytest_cache .ruff_cache .mypy_cache .import_linter_cache
 	find . -path ./.venv -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
 
 distclean: clean

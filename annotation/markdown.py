@@ -44,7 +44,7 @@ def _own_image(src: str) -> bool:
     src = src.strip()
     if src.startswith("/") and not src.startswith("//") and "\\" not in src:
         return True
-    base = getattr(settings, "PUBLIC_BASE_URL", "")
+    base = settings.PUBLIC_BASE_URL
     try:
         return bool(base) and _origin(src) == _origin(base)
     except ValueError:

@@ -51,7 +51,7 @@ def _preload_aggregation(sender=None, **kwargs) -> None:
 
 
 def _debounce() -> int:
-    return max(int(getattr(settings, "ANNOTATION_AGGREGATE_DEBOUNCE", 10)), 0)
+    return max(int(settings.ANNOTATION_AGGREGATE_DEBOUNCE), 0)
 
 
 def schedule_aggregation(campaign_id: int) -> bool:

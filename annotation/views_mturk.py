@@ -50,7 +50,7 @@ def valid_submit_to(value: str) -> str | None:
     value = (value or "").strip().rstrip("/")
     if value in SUBMIT_HOSTS:
         return value
-    if not (settings.DEBUG or getattr(settings, "MTURK_ALLOW_LOCAL_SUBMIT", False)):
+    if not (settings.DEBUG or settings.MTURK_ALLOW_LOCAL_SUBMIT):
         return None
     try:
         parts = urlsplit(value)

@@ -24,7 +24,7 @@ def http_only_mode(app_configs=None, **kwargs):
     from django.conf import settings
     from django.core import checks
 
-    if not getattr(settings, "HTTP_ONLY", False):
+    if not settings.HTTP_ONLY:
         return []
     return [checks.Warning(
         "CAPTIONLAB_HTTP_ONLY=true: cookies are sent without Secure and there is no HTTPS redirect or HSTS, so "

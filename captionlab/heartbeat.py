@@ -67,11 +67,11 @@ _thread: threading.Thread | None = None
 
 
 def interval() -> float:
-    return float(getattr(settings, "JOB_HEARTBEAT_SECONDS", 15))
+    return float(settings.JOB_HEARTBEAT_SECONDS)
 
 
 def lost_after() -> float:
-    return float(getattr(settings, "JOB_WORKER_LOST_AFTER_S", 120))
+    return float(settings.JOB_WORKER_LOST_AFTER_S)
 
 
 def _key(kind: str, pk: int) -> str:

@@ -55,7 +55,7 @@ def workers() -> int:
 
     if not _enabled:
         return 0
-    return max(int(getattr(settings, "CELERY_INPROCESS_WORKERS", 0) or 0), 0)
+    return max(int(settings.CELERY_INPROCESS_WORKERS or 0), 0)
 
 
 def in_background_job() -> bool:

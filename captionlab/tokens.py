@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 
 
 def max_age() -> timedelta | None:
-    days = float(getattr(settings, "API_TOKEN_MAX_AGE_DAYS", 0) or 0)
+    days = float(settings.API_TOKEN_MAX_AGE_DAYS or 0)
     return timedelta(days=days) if days > 0 else None
 
 

@@ -287,6 +287,11 @@ CAPTIONLAB_MODELS_DIR = Path(env.str("CAPTIONLAB_MODELS_DIR", default=str(VAR_DI
 CLIP_MODEL = env.str("CLIP_MODEL", default="")
 # Images per forward pass when embedding (the gpu queue); AMP (fp16/bf16) is used on CUDA only.
 EMBED_BATCH_SIZE = env.int("EMBED_BATCH_SIZE", default=64)
+# Dotted paths to plug-ins a deployment supplies, None for none: the classifier the unsafe-content filter
+# uses instead of zero-shot (curation/pipeline/unsafe.py) and the image labeller of the label-overlap
+# filter for images imported without labels (curation/pipeline/overlap.py).
+CURATION_UNSAFE_CHECKER = None
+CURATION_IMAGE_LABELLER = None
 # Torch's intra-op threads per worker process (modeling/threads.py); 0: the worker's share of the cores
 # (usable cores // worker concurrency). A run's torch_threads config value overrides it.
 TORCH_THREADS = env.int("TORCH_THREADS", default=0)
@@ -336,6 +341,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 # without a beat their pages say "worker lost" and offer a retry (captionlab/heartbeat.py).
 JOB_HEARTBEAT_SECONDS = env.float("JOB_HEARTBEAT_SECONDS", default=15)
 JOB_WORKER_LOST_AFTER_S = env.float("JOB_WORKER_LOST_AFTER_S", default=120)
+# A training run whose heartbeat is older than this shows "worker lost" and a retry (modeling/engine/progress.py).
+TRAINING_WORKER_LOST_AFTER_S = 120
 # Celery beat: expired task reservations go back to the pool every minute.
 CELERY_BEAT_SCHEDULE = {
     "annotation-sweep-reservations": {"task": "annotation.sweep_reservations", "schedule": 60.0},
@@ -358,6 +365,11 @@ ANNOTATION_MODELS_MAX_DELAY = env.int("ANNOTATION_MODELS_MAX_DELAY", default=180
 # Their fits run in a child process ("subprocess": crowd-kit's ~100 MiB leave with it) or "inline".
 ANNOTATION_MODELS_PROCESS = env.str("ANNOTATION_MODELS_PROCESS", default="subprocess")
 ANNOTATION_MODELS_TIMEOUT = env.int("ANNOTATION_MODELS_TIMEOUT", default=1800)
+# GLAD and MACE (iterative, seconds per few thousand votes) fit only dimensions with at most this many votes.
+ANNOTATION_SLOW_METHODS_MAX_VOTES = 20_000
+# The incremental pass re-reads votes from this many seconds before its watermark: vote transactions
+# still open when the last pass read (annotation/aggregation/incremental.py).
+ANNOTATION_AGGREGATE_WATERMARK_SLACK = 5
 
 # --- REST API ---------------------------------------------------------------------------------
 
@@ -487,6 +499,8 @@ MTURK_ALLOW_LOCAL_SUBMIT = env.bool("MTURK_ALLOW_LOCAL_SUBMIT", default=False)
 # An external assignment the provider still does not list this long after its worker submitted
 # it here is taken as forged: its votes stay quarantined for good.
 PROVIDER_CONFIRM_GRACE_SECONDS = env.int("PROVIDER_CONFIRM_GRACE_SECONDS", default=900)
+# One sync of a campaign with its provider at a time: the cache lock's lifetime, should a sync die holding it.
+PROVIDER_SYNC_LOCK_SECONDS = 600
 # Celery beat: pull, review and pay the work of providers with an API every 5 minutes.
 CELERY_BEAT_SCHEDULE["annotation-provider-sync"] = {"task": "annotation.provider_sync", "schedule": 300.0}
 

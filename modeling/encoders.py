@@ -92,7 +92,7 @@ def known() -> dict[str, EncoderSpec]:
 def spec_of(name: str | None = None) -> EncoderSpec:
     from django.conf import settings
 
-    name = name or getattr(settings, "TEXT_ENCODER", MINILM.name)
+    name = name or settings.TEXT_ENCODER
     try:
         return _SPECS[name]
     except KeyError:

@@ -9,8 +9,8 @@ from django.conf import settings
 
 
 @shared_task(name="modeling.train", acks_late=True, reject_on_worker_lost=True,
-             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
-             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+             time_limit=settings.CELERY_TASK_TIME_LIMIT,
+             soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def train(run_id: int) -> str:
     from . import engine
 
@@ -18,8 +18,8 @@ def train(run_id: int) -> str:
 
 
 @shared_task(name="modeling.generate_for_evaluation", acks_late=True, reject_on_worker_lost=True,
-             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
-             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+             time_limit=settings.CELERY_TASK_TIME_LIMIT,
+             soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def generate_for_evaluation(job_id: int) -> str:
     """A GenerationJob: captions by captioner versions, then (with an evaluation kind) the campaign.
     Re-delivered after a lost worker, it keeps the captions made and does what is missing."""
@@ -31,8 +31,8 @@ def generate_for_evaluation(job_id: int) -> str:
 
 
 @shared_task(name="modeling.loop_round", acks_late=True, reject_on_worker_lost=True,
-             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
-             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+             time_limit=settings.CELERY_TASK_TIME_LIMIT,
+             soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def loop_round(round_id: int) -> str:
     """One learning-loop round (modeling.loop.rounds); resumes when re-delivered."""
     from .loop.rounds import run_round
@@ -49,8 +49,8 @@ def sweep_loops() -> int:
 
 
 @shared_task(name="modeling.embed_collection", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=20,
-             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
-             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+             time_limit=settings.CELERY_TASK_TIME_LIMIT,
+             soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def embed_collection(self, job_id: int) -> str:
     """An EmbeddingJob (modeling.embeddings.jobs): image and caption vectors, then the FAISS indexes. Re-delivered
     after a lost worker, it skips what is stored; while the lost worker's heartbeat is still fresh it waits for
@@ -66,8 +66,8 @@ def embed_collection(self, job_id: int) -> str:
 
 
 @shared_task(name="modeling.cache_features", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=20,
-             time_limit=getattr(settings, "CELERY_TASK_TIME_LIMIT", 6 * 3600),
-             soft_time_limit=getattr(settings, "CELERY_TASK_SOFT_TIME_LIMIT", 6 * 3600 - 60))
+             time_limit=settings.CELERY_TASK_TIME_LIMIT,
+             soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def cache_features(self, cache_id: int) -> str:
     """A FeatureCache (modeling.captioning.features): a frozen encoder's features of a release's images. Re-delivered
     after a lost worker, it keeps the shards written; while that worker's heartbeat is fresh it waits and retries."""

@@ -52,7 +52,7 @@ def default_threads() -> int:
     """``TORCH_THREADS`` when set above 0, else the worker's share of the cores."""
     from django.conf import settings
 
-    configured = int(getattr(settings, "TORCH_THREADS", 0) or 0)
+    configured = int(settings.TORCH_THREADS or 0)
     return configured if configured > 0 else worker_share()
 
 
@@ -68,7 +68,7 @@ def describe(config: dict) -> str:
 
     if int((config or {}).get("torch_threads") or 0) > 0:
         source = "the run's torch_threads"
-    elif int(getattr(settings, "TORCH_THREADS", 0) or 0) > 0:
+    elif int(settings.TORCH_THREADS or 0) > 0:
         source = "TORCH_THREADS"
     else:
         source = f"the worker's share of {_cores()} cores"

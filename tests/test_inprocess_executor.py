@@ -58,14 +58,13 @@ def test_start_run_returns_at_once_and_the_run_page_bar_reaches_100(alice_client
     collection = _collection()
     pipeline = Pipeline.objects.create(name="gate", steps=[{"filter": WaitsForTheGate.name}])
 
-    started = time.monotonic()
     response = alice_client.post(reverse("pipeline-run", args=[pipeline.pk]), {"collection": collection.pk})
-    answered_in = time.monotonic() - started
     run = FilterRun.objects.get(pipeline=pipeline)
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
     run.refresh_from_db()
+    # the gate is still shut: a run inside the request would have held it (and failed at the gate's timeout)
     assert run.status != "done", "the run finished inside the request: the browser would have waited for it"
-    assert answered_in < 10
+    assert threading.current_thread().name not in SEEN_THREADS, "the request ran the filter itself"
 
     page = alice_client.get(run.get_absolute_url())
     assert page.status_code == 200 and "progress" in page.content.decode().lower()

@@ -40,14 +40,29 @@ def test_a_task_beats_while_it_runs_and_once_more_when_it_ends(job, settings):
     class FakeTask:
         name = "curation.run_import"
 
+    other = ImportJob.objects.create(collection=job.collection, kind="tsv", source_name="other.tsv", status="running")
+    cache.delete(heartbeat._key("import", other.pk))
+
+    def beats_of(pk, after, count=1):
+        """Waits (no fixed sleep: a busy machine may be slow) for ``count`` beats after ``after``."""
+        for _ in range(count):
+            deadline = time.monotonic() + 30
+            while heartbeat.last_beat("import", pk) == after:
+                assert time.monotonic() < deadline, "the beat thread stopped beating"
+                time.sleep(0.01)
+            after = heartbeat.last_beat("import", pk)
+        return after
+
+    heartbeat.on_task_prerun(sender=FakeTask, args=[other.pk])  # runs throughout: its beats mark the rounds
     heartbeat.on_task_prerun(sender=FakeTask, args=[job.pk])
-    first = heartbeat.last_beat("import", job.pk)
-    time.sleep(0.3)
-    assert heartbeat.last_beat("import", job.pk) > first  # the beat thread kept beating
+    beats_of(job.pk, heartbeat.last_beat("import", job.pk))  # the beat thread keeps beating
     heartbeat.on_task_postrun(sender=FakeTask, args=[job.pk])
+    # a round that began before the task ended may beat it once more; two rounds later none can
+    mark = beats_of(other.pk, heartbeat.last_beat("import", other.pk), count=2)
     last = heartbeat.last_beat("import", job.pk)
-    time.sleep(0.2)
-    assert heartbeat.last_beat("import", job.pk) == last  # and stopped with the task
+    beats_of(other.pk, mark, count=2)
+    heartbeat.on_task_postrun(sender=FakeTask, args=[other.pk])
+    assert heartbeat.last_beat("import", job.pk) == last  # it stopped with the task
 
 
 def test_an_aggregation_pass_is_unfinished_only_while_it_runs(job):

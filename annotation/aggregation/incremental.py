@@ -37,10 +37,6 @@ from .tally import apply, contributions, figures
 log = logging.getLogger(__name__)
 
 
-def _setting(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
-
-
 def changed_votes(campaign: Campaign, since) -> list[tuple[int, int, object]]:
     """(vote id, task id, updated_at) of the campaign's real votes created or edited at or after
     ``since``."""
@@ -69,7 +65,7 @@ def aggregate_changes(campaign_id: int) -> dict | None:
         if fresh:
             task_ids, n_changed = None, None
         else:
-            slack = timedelta(seconds=_setting("ANNOTATION_AGGREGATE_WATERMARK_SLACK", 5))
+            slack = timedelta(seconds=int(settings.ANNOTATION_AGGREGATE_WATERMARK_SLACK))
             watermark = parse_datetime(state["watermark"])
             changed = changed_votes(campaign, watermark - slack)
             task_ids = {t for _, t, _ in changed}
@@ -118,9 +114,9 @@ def models_wait(stats: dict, now=None) -> float | None:
     if last is None:
         return 0.0
     elapsed = (now - last).total_seconds()
-    min_interval = _setting("ANNOTATION_MODELS_MIN_INTERVAL", 300)
-    after_votes = _setting("ANNOTATION_MODELS_AFTER_VOTES", 500)
-    max_delay = _setting("ANNOTATION_MODELS_MAX_DELAY", 1800)
+    min_interval = int(settings.ANNOTATION_MODELS_MIN_INTERVAL)
+    after_votes = int(settings.ANNOTATION_MODELS_AFTER_VOTES)
+    max_delay = int(settings.ANNOTATION_MODELS_MAX_DELAY)
     due_at = min_interval if pending >= after_votes else max(min_interval, max_delay)
     return max(due_at - elapsed, 0.0)
 

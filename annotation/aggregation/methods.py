@@ -38,7 +38,7 @@ class ModelProcessError(RuntimeError):
 
 
 def _slow_limit() -> int:
-    return int(getattr(settings, "ANNOTATION_SLOW_METHODS_MAX_VOTES", 20000))
+    return int(settings.ANNOTATION_SLOW_METHODS_MAX_VOTES)
 
 
 def fit(jobs: list[tuple[str, dict]]) -> list[dict]:
@@ -47,12 +47,12 @@ def fit(jobs: list[tuple[str, dict]]) -> list[dict]:
     A failure of the whole process becomes an error result for every job."""
     if not jobs:
         return []
-    if getattr(settings, "ANNOTATION_MODELS_PROCESS", "subprocess") == "inline":
+    if settings.ANNOTATION_MODELS_PROCESS == "inline":
         return fit_all(jobs)
     root = str(settings.BASE_DIR)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    timeout = float(getattr(settings, "ANNOTATION_MODELS_TIMEOUT", 1800))
+    timeout = float(settings.ANNOTATION_MODELS_TIMEOUT)
     try:
         proc = subprocess.run([sys.executable, "-m", "annotation.crowd_models"], cwd=root, env=env,
                               input=pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL), capture_output=True,

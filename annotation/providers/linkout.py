@@ -382,7 +382,7 @@ class LinkoutProvider(CrowdProvider):
 def _public_base() -> str:
     from django.conf import settings
 
-    return getattr(settings, "PUBLIC_BASE_URL", "") or "https://localhost"
+    return settings.PUBLIC_BASE_URL or "https://localhost"
 
 
 # --- statuses as marketplaces write them ----------------------------------------------------------

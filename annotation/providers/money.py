@@ -27,7 +27,6 @@ from .base import ProviderError
 
 Kind, State = LedgerEntry.Kind, LedgerEntry.State
 
-DEFAULT_LINKOUT_FEE_RATE = 0.33
 MTURK_RATE = Decimal("0.20")
 MTURK_LARGE_HIT_RATE = Decimal("0.40")  # rewards of HITs with 10 or more assignments
 MTURK_LARGE_HIT_ASSIGNMENTS = 10
@@ -39,7 +38,7 @@ def _cents(value: Decimal) -> int:
 
 
 def linkout_fee_rate(campaign: Campaign | None = None) -> Decimal:
-    rate = getattr(settings, "LINKOUT_FEE_RATE", DEFAULT_LINKOUT_FEE_RATE)
+    rate = settings.LINKOUT_FEE_RATE
     if campaign is not None and (campaign.provider_config or {}).get("fee_rate") not in (None, ""):
         rate = campaign.provider_config["fee_rate"]
     try:

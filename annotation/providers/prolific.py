@@ -26,8 +26,8 @@ DEFAULT_URL = "https://api.prolific.com"
 
 class ProlificClient:
     def __init__(self, base_url: str | None = None, token: str | None = None, timeout: float = 20.0):
-        self.base_url = (base_url or getattr(settings, "PROLIFIC_API_URL", "") or DEFAULT_URL).rstrip("/")
-        self.token = token if token is not None else getattr(settings, "PROLIFIC_API_TOKEN", "")
+        self.base_url = (base_url or settings.PROLIFIC_API_URL or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else settings.PROLIFIC_API_TOKEN
         self.timeout = timeout
 
     @property

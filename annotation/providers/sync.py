@@ -53,7 +53,7 @@ def _rules(campaign: Campaign) -> dict:
 
 def reconcile(campaign: Campaign, provider: CrowdProvider, submissions, report: Counter) -> None:
     now = timezone.now()
-    grace = int(getattr(settings, "PROVIDER_CONFIRM_GRACE_SECONDS", 900))
+    grace = int(settings.PROVIDER_CONFIRM_GRACE_SECONDS)
     jobs = {j.external_id: j for j in ProviderJob.objects.filter(campaign=campaign, provider=provider.name)
             .exclude(external_id="")}
     listed = {s.external_assignment_id: s for s in submissions}
@@ -274,7 +274,7 @@ def sync_campaign(campaign: Campaign, provider: CrowdProvider | None = None) -> 
     if not provider.has_api:
         return {}
     lock = f"provider-sync:{campaign.pk}"
-    if not cache.add(lock, 1, timeout=int(getattr(settings, "PROVIDER_SYNC_LOCK_SECONDS", 600))):
+    if not cache.add(lock, 1, timeout=int(settings.PROVIDER_SYNC_LOCK_SECONDS)):
         return {"skipped": "another sync of this campaign is running"}
     report = Counter()
     try:

@@ -94,7 +94,7 @@ def configured_labeller() -> ImageLabeller | None:
     """The labeller named by settings.CURATION_IMAGE_LABELLER, read when a run needs it; None when unset."""
     from django.conf import settings
 
-    path = getattr(settings, SETTING, None)
+    path = settings.CURATION_IMAGE_LABELLER
     return _configured(path) if path else None
 
 

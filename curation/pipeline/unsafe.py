@@ -65,7 +65,7 @@ class NoOpChecker(UnsafeContentChecker):
 
 
 def load_checker() -> UnsafeContentChecker:
-    path = getattr(settings, "CURATION_UNSAFE_CHECKER", None)
+    path = settings.CURATION_UNSAFE_CHECKER
     if not path:
         return NoOpChecker()
     try:
@@ -122,7 +122,7 @@ class UnsafeContent(Filter):
                 out[i] = not_applicable("no_file", status=item.image_status)
         method = self.params["method"]
         if method == "auto":
-            method = "checker" if getattr(settings, "CURATION_UNSAFE_CHECKER", None) else "zero_shot"
+            method = "checker" if settings.CURATION_UNSAFE_CHECKER else "zero_shot"
         if present:
             run = self._checked if method == "checker" else self._zero_shot
             for i, decision in zip(present, run([items[i] for i in present])):

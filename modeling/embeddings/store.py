@@ -102,7 +102,7 @@ def image_vectors(model, image_ids, *, compute: bool = True, encoder=None, batch
     from .. import pack
 
     encoder = encoder or pack.load(model)
-    size = batch_size or getattr(settings, "EMBED_BATCH_SIZE", 64)
+    size = batch_size or settings.EMBED_BATCH_SIZE
     for start in range(0, len(missing), size):
         block = missing[start:start + size]
         rows = Image.objects.filter(pk__in=block).values_list("pk", "file", "collection_id")

@@ -72,7 +72,7 @@ LIVE = (TrainingRun.Status.RUNNING, TrainingRun.Status.EVALUATING)
 
 
 def lost_after() -> timedelta:
-    return timedelta(seconds=float(getattr(settings, "TRAINING_WORKER_LOST_AFTER_S", 120)))
+    return timedelta(seconds=float(settings.TRAINING_WORKER_LOST_AFTER_S))
 
 
 def worker_lost(run: TrainingRun, now=None) -> bool:

@@ -92,8 +92,7 @@ def find_model(name: str | None = None, *, kind: str = "clip"):
 
     if kind == PretrainedModel.Kind.TEXT:
         ensure_packaged()
-    name = (name or "").strip() or (getattr(settings, "CLIP_MODEL", "") if kind == "clip"
-                                     else getattr(settings, "TEXT_ENCODER", ""))
+    name = (name or "").strip() or (settings.CLIP_MODEL if kind == "clip" else settings.TEXT_ENCODER)
     models = PretrainedModel.objects.filter(kind=kind)
     if name:
         return models.filter(name=name).first()

@@ -2,15 +2,19 @@
 
     python -m tests.curation.slow_worker <queue>
 
-The worker is a separate process so a test can kill it with SIGKILL in the middle of a chunk.
+The worker is a separate process so a test can kill it with SIGKILL in the middle of a chunk. With
+SLOW_BLOCK_AFTER=N in its environment the filter's calls after the N-th never return: the chunk stays
+in progress until the test kills the worker, however slowly the machine runs.
 """
+import itertools
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -23,7 +27,12 @@ class SlowLength(Filter):
 
     name, defaults = "test_slow_length", {"min_words": 3, "seconds": 1.0}
 
+    calls = itertools.count(1)
+
     def apply(self, items):
+        block_after = os.environ.get("SLOW_BLOCK_AFTER")
+        if block_after is not None and next(self.calls) > int(block_after):
+            threading.Event().wait()  # until the test kills this process
         time.sleep(self.params["seconds"])
         return [keep(score=len(it.text.split())) if len(it.text.split()) >= self.params["min_words"]
                 else drop("too_short", len(it.text.split())) for it in items]

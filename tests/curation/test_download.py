@@ -17,7 +17,7 @@ JPEG = jpeg_bytes(size=(80, 60))
 class _Handler(http.server.BaseHTTPRequestHandler):
     routes: dict = {}
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         route = self.routes.get(self.path.split("?")[0])
         if route is None:
             self.send_error(404)
@@ -133,24 +133,26 @@ def test_a_download_over_the_size_cap_is_cut_off(server, allow_local):
 
 def test_a_download_slower_than_the_timeout_is_abandoned(server, allow_local):
     base, routes = server
-    routes["/slow.jpg"] = ("slow", 3)
+    routes["/slow.jpg"] = ("slow", 60)
     start = time.monotonic()
     with pytest.raises(RowError) as err:
         download.fetch(f"{base}/slow.jpg", timeout=0.5)
     assert err.value.code == "timeout"
-    assert time.monotonic() - start < 2.5
+    # it gave up on its deadline, not when the server finished (a wide margin: a busy machine is slow)
+    assert time.monotonic() - start < 30
 
 
 def test_a_server_trickling_bytes_is_stopped_at_the_wall_clock_deadline(server, allow_local):
     base, routes = server
-    routes["/trickle.jpg"] = ("trickle", 20)  # 20 s of one byte per 0.1 s
+    routes["/trickle.jpg"] = ("trickle", 60)  # 60 s of one byte per 0.1 s
     start = time.monotonic()
     with pytest.raises(RowError) as err:
         download.fetch(f"{base}/trickle.jpg", timeout=1.0)
     elapsed = time.monotonic() - start
     assert err.value.code == "timeout"
     assert "longer than 1 s" in err.value.message
-    assert elapsed < 2.0, f"the download held the slot {elapsed:.1f} s against a 1 s deadline"
+    # stopped at the 1 s deadline, not when the server stopped trickling (a wide margin for a busy machine)
+    assert elapsed < 30, f"the download held the slot {elapsed:.1f} s against a 1 s deadline"
 
 
 @pytest.mark.django_db

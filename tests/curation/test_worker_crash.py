@@ -41,7 +41,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
     executor.start(run.pk, enqueue=lambda *a: None)
     queue_chunks(run, queue)
     env = worker_env(CELERY_VISIBILITY_TIMEOUT="3")
-    first = start_worker(queue, env)
+    first = start_worker(queue, {**env, "SLOW_BLOCK_AFTER": "1"})  # its second chunk never ends
     try:
         wait_until(lambda: RunChunk.objects.filter(run=run, status="done").count() >= 1
               and RunChunk.objects.filter(run=run, status="running").exists(), 60, "a chunk in progress")

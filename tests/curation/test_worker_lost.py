@@ -43,7 +43,7 @@ def test_a_killed_workers_run_shows_worker_lost_and_retry_finishes_it(monkeypatc
 
     env = worker_env(JOB_HEARTBEAT_SECONDS="0.5")
     health = reverse("api-job-health", args=["run", run.pk])
-    first = start_worker(queue, env)
+    first = start_worker(queue, {**env, "SLOW_BLOCK_AFTER": "0"})  # its first chunk never ends
     try:
         wait_until(lambda: RunChunk.objects.filter(run=run, status="running").exists(), 60, "a chunk in progress")
         assert alice_client.get(health).json()["state"] == "alive"

@@ -2,15 +2,20 @@
 heartbeat goes stale after 3 s, so a test can SIGKILL the worker mid-job and watch a second one resume.
 
     python -m tests.modeling.slow_embed_worker <queue>
+
+With EMBED_BLOCK_AFTER=N in its environment the batches after the N-th never end: the job stays in
+progress until the test kills the worker, however slowly the machine runs.
 """
+import itertools
 import os
 import sys
+import threading
 import time
 from datetime import timedelta
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -24,7 +29,13 @@ jobs.STALE_AFTER = timedelta(seconds=3)
 _encode = Encoder.encode_pixels
 
 
+_batches = itertools.count(1)
+
+
 def slow_encode(self, pixel_values):
+    block_after = os.environ.get("EMBED_BLOCK_AFTER")
+    if block_after is not None and next(_batches) > int(block_after):
+        threading.Event().wait()  # until the test kills this process
     time.sleep(float(os.environ.get("SLOW_EMBED_SECONDS", "0.4")))
     return _encode(self, pixel_values)
 

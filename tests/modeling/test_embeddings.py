@@ -161,7 +161,7 @@ def test_a_worker_killed_while_embedding_resumes_without_duplicates(models_dir, 
     env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
            "REDIS_URL": redis_url, "CELERY_VISIBILITY_TIMEOUT": "3", "LOG_LEVEL": "WARNING",
            "CAPTIONLAB_MODELS_DIR": str(models_dir), "MEDIA_ROOT": str(settings.MEDIA_ROOT)}
-    first = _worker(queue, env)
+    first = _worker(queue, {**env, "EMBED_BLOCK_AFTER": "2"})  # 4 images, then its third batch never ends
     try:
         _wait(lambda: ImageEmbedding.objects.filter(model=model).count() >= 4, 90, "some images embedded")
         first.send_signal(signal.SIGKILL)

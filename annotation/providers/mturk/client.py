@@ -68,11 +68,11 @@ class MTurkClientMixin:
     def backoff_base(self) -> float:
         if self._backoff_base is not None:
             return self._backoff_base
-        return float(getattr(settings, "MTURK_BACKOFF_SECONDS", 1.0))
+        return float(settings.MTURK_BACKOFF_SECONDS)
 
     @property
     def max_attempts(self) -> int:
-        return self._max_attempts or int(getattr(settings, "MTURK_MAX_ATTEMPTS", 6))
+        return self._max_attempts or int(settings.MTURK_MAX_ATTEMPTS)
 
     def call(self, operation: str, client=None, **params) -> dict:
         """One MTurk operation (boto3 method name), throttling and network errors retried with

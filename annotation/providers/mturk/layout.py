@@ -54,7 +54,7 @@ def _int_config(config: dict, key: str, *, minimum: int, maximum: int) -> int:
 
 
 def external_url(campaign: Campaign) -> str:
-    base = (getattr(settings, "PUBLIC_BASE_URL", "") or "").rstrip("/")
+    base = (settings.PUBLIC_BASE_URL or "").rstrip("/")
     if not base.startswith("https://"):
         raise ProviderError(
             "MTurk only frames HTTPS pages: set PUBLIC_BASE_URL to the https:// address workers reach this "
