@@ -6,7 +6,7 @@ little noise: uniform random vectors have no neighbourhood structure and say not
 import numpy as np
 import pytest
 
-from modeling.embeddings import ann
+from pack.embeddings import ann
 
 DIM = 128
 

@@ -5,7 +5,7 @@
     manage.py models activate fluency 3
     manage.py models activate fluency 3 --force   # even though it does not beat the majority class
 
-The model pack (pretrained models from local files, modeling.pack):
+The model pack (pretrained models from local files, pack):
 
     manage.py models pretrained                   # registered pretrained models
     manage.py models add-pretrained DIR --name clip-b32 --licence MIT [--source "openai/clip-vit-base-patch32"]

@@ -5,8 +5,8 @@ from django import template
 register = template.Library()
 
 
-@register.inclusion_tag("modeling/_collection_panel.html", takes_context=True)
+@register.inclusion_tag("pack/_collection_panel.html", takes_context=True)
 def model_pack_panel(context, collection):
-    from modeling.views_pack import collection_panel
+    from pack.views import collection_panel
 
     return {"collection": collection, "csrf_token": context.get("csrf_token"), **collection_panel(collection)}
