@@ -1,7 +1,7 @@
 """The unsafe-content check of Conceptual Captions (seed 002, Section 3.1: "pornography or profanity" detected
 and dropped), with two ways to run it:
 
-- zero-shot with the registered CLIP-family model (pack): each image is scored against two
+- zero-shot with the registered CLIP-family model (the model pack): each image is scored against two
   curator-editable prompt sets, unsafe and safe; its score is the softmax share of the unsafe prompts, and an
   image at or above ``max_unsafe`` is dropped;
 - a classifier named by the setting ``CURATION_UNSAFE_CHECKER`` (a dotted path to an ``UnsafeContentChecker``):

@@ -1,6 +1,6 @@
 """Zero-shot image labels (seed 002, Section 3, "Image&Text-based Filtering"): the paper labels every image
 with a large-vocabulary classifier (5 to 20 labels each) and keeps a caption only when one of its words
-matches a label. Here a registered CLIP-family model (pack) scores each image against a prompt per
+matches a label. Here a registered CLIP-family model (the model pack) scores each image against a prompt per
 label ("a photo of a dog.") and the top labels become the image's labels for the ``label_overlap`` step that
 follows, so that step decides keep or drop instead of "not applicable".
 

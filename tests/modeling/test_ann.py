@@ -1,4 +1,4 @@
-"""Approximate nearest-neighbour indexes (modeling/embeddings/ann.py) on clustered synthetic embeddings: IVF
+"""Approximate nearest-neighbour indexes (pack/embeddings/ann.py) on clustered synthetic embeddings: IVF
 recall against exact search, our ids in and out, serialisation, streamed builds, and clear errors.
 
 The vectors are a mixture of Gaussians on the sphere, each cluster spread along its own few directions plus a
