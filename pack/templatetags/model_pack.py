@@ -1,5 +1,5 @@
 """The collection page's model-pack panel ({% model_pack_panel collection %}): embed with a registered model,
-the latest embedding jobs. A tag, so the curation app's views need not know the modeling app."""
+the latest embedding jobs. A tag, so the curation app's views need not know the pack's views."""
 from django import template
 
 register = template.Library()
