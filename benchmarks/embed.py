@@ -6,10 +6,10 @@
 
 1. Embedding. A CLIP of ViT-B/32 size (vision: hidden 768, 12 layers, patch 32, image 224; text: hidden 512,
    12 layers; projection 512; random weights, which cost the same time as trained ones) is saved with
-   ``save_pretrained`` into a temporary models dir and registered with ``modeling.pack.model_add_pretrained``
+   ``save_pretrained`` into a temporary models dir and registered with ``pack.model_add_pretrained``
    in a scratch PostgreSQL database. ``--images`` Image rows, each its own file copied from the photos in
    ../shared/data/openimages-cc-by (skipped, saying so, where absent), go through
-   ``modeling.embeddings.store.image_vectors`` (read from storage, decode, encode, store rows), and
+   ``pack.embeddings.store.image_vectors`` (read from storage, decode, encode, store rows), and
    ``--captions`` distinct synthetic alt-text captions through ``text_vectors``. Baseline in the same run: a
    plain loop of the same loaded model (processor or tokenizer, then get_*_features) over the same images
    already decoded / the same texts, same batch size. Rounds alternate baseline and platform (stored rows
@@ -19,7 +19,7 @@
 2. FAISS. For each of ``--sizes`` n: n clustered synthetic vectors of dimension 512 (a mixture of Gaussians
    on the sphere, n/1000 clusters, each spread along its own 16 directions, plus isotropic noise; uniform
    random vectors have no neighbourhood structure and are not what embeddings look like) indexed by
-   ``modeling.embeddings.ann`` as the platform would (``choose``, then ``build`` from 100k chunks with a random
+   ``pack.embeddings.ann`` as the platform would (``choose``, then ``build`` from 100k chunks with a random
    training sample); ``--queries`` held-out vectors searched one at a time, k=10. Printed: the index chosen,
    build seconds, p50/p95 latency, recall@10 against exact search (faiss.knn), at the default nprobe and
    around it. Target at 1M: p95 <= 50 ms with recall@10 >= 0.95.
@@ -193,9 +193,9 @@ def embed_part(args, workdir: Path) -> None:
     import torch
 
     from filters import make_captions
-    from modeling import pack
-    from modeling.embeddings import store
-    from modeling.models import ImageEmbedding, TextEmbedding
+    import pack
+    from pack.embeddings import store
+    from pack.models import ImageEmbedding, TextEmbedding
 
     captions = make_captions(args.captions, 0.0, seed=21)
     started = time.perf_counter()
@@ -322,7 +322,7 @@ def faiss_size(n: int, args) -> list[dict]:
     import faiss
     import numpy as np
 
-    from modeling.embeddings import ann
+    from pack.embeddings import ann
 
     tick = time.perf_counter()
     x = np.concatenate(list(clustered(n + args.queries, args.dim)))

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "captionlab",
+    "pack",
     "curation",
     "annotation",
     "modeling",
@@ -280,7 +281,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # The sentence encoder of the "fluency-encoder" trainer and the learning loop: a name known to
 # modeling.encoders (the packaged all-MiniLM-L6-v2 by default).
 TEXT_ENCODER = env.str("TEXT_ENCODER", default="minilm-l6-v2")
-# The model pack (modeling.pack): Hugging Face-format model directories a user copies in and registers with
+# The model pack (the pack app): Hugging Face-format model directories a user copies in and registers with
 # `manage.py models add-pretrained DIR --name N --licence L`. Relative directories are resolved against it.
 CAPTIONLAB_MODELS_DIR = Path(env.str("CAPTIONLAB_MODELS_DIR", default=str(VAR_DIR / "models")))
 # The image-text model the curation filters use when a step names none ("" : the most recently registered).

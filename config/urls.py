@@ -17,7 +17,7 @@ urlpatterns = [
     path("api/", include("annotation.api_urls")),
     path("api/", include("modeling.api")),
     path("api/", include("modeling.api_loop")),
-    path("api/", include("modeling.api_pack")),
+    path("api/", include("pack.api")),
     path("jobs/<str:kind>/<int:pk>/retry", jobs.job_retry, name="job-retry"),
     path("api/jobs/<str:kind>/<int:pk>/", jobs.JobHealthView.as_view(), name="api-job-health"),
     path("api/jobs/<str:kind>/<int:pk>/retry/", jobs.JobRetryView.as_view(), name="api-job-retry"),
@@ -27,6 +27,7 @@ urlpatterns = [
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("", include("annotation.urls")),
     path("", include("curation.urls")),
+    path("", include("pack.urls")),
     path("", include("modeling.urls")),
 ]
 

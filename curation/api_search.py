@@ -7,7 +7,7 @@
 - ``POST /api/runs/{run}/steps/{step}/clusters/{cluster}/keep/``
   with ``{"keep": "one"|"all", "caption_id"|"image_id"?, "note"?}``
 
-Each view calls one function (``modeling.embeddings.search``, ``curation.clusters``). Errors answer
+Each view calls one function (``pack.embeddings.search``, ``curation.clusters``). Errors answer
 ``{"detail": message, "code": code}``: 400 for a bad request, 404 for what is not there, 409 when the data is
 not ready (no model registered, no embeddings yet, a model whose files changed); never a 500.
 """
@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from captionlab.roles import IsCurator
-from modeling.pack import PackError
+from pack import PackError
 
 from . import clusters
 from .errors import IngestError
@@ -48,9 +48,9 @@ def _only(request, allowed: set[str]) -> None:
 
 
 def _search():
-    """modeling.embeddings.search, imported by the first search (it brings numpy, which the rest of the
+    """pack.embeddings.search, imported by the first search (it brings numpy, which the rest of the
     web does not need)."""
-    from modeling.embeddings import search
+    from pack.embeddings import search
 
     return search
 
@@ -60,7 +60,7 @@ def _results(results) -> dict:
             "results": [hit.as_dict() for hit in results.rows]}
 
 
-SEARCH_MODES = ("captions", "images")  # modeling.embeddings.search.MODES (tests/test_import_weight.py)
+SEARCH_MODES = ("captions", "images")  # pack.embeddings.search.MODES (tests/test_import_weight.py)
 SIMILAR_PARAMS = [OpenApiParameter("k", OpenApiTypes.INT), OpenApiParameter("model", OpenApiTypes.STR)]
 SEARCH_PARAMS = [OpenApiParameter("q", OpenApiTypes.STR, required=True),
                  OpenApiParameter("mode", OpenApiTypes.STR, enum=[*SEARCH_MODES, "words"]), *SIMILAR_PARAMS,

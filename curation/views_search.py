@@ -1,7 +1,7 @@
 """Search pages: a collection's search box (captions by words and meaning, or images for a text), and the
 "captions like this" / "images like this" pages that the decisions browser and the image page link to.
 
-Each view parses, checks the role, calls one function of ``modeling.embeddings.search`` and renders; a
+Each view parses, checks the role, calls one function of ``pack.embeddings.search`` and renders; a
 ``PackError`` (no model registered, no embeddings yet) is shown on the page with what to do, never a 500.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from captionlab import roles
 from captionlab.roles import role_required
-from modeling.pack import PackError
+from pack import PackError
 
 from .models import Caption, Collection, Image
 from .views import _render
@@ -30,7 +30,7 @@ def _status(exc: PackError) -> int:
 @require_GET
 def collection_search(request, pk):
     """The search box and its results; htmx swaps the results as the curator types."""
-    from modeling.embeddings import search  # numpy: imported by the first search, not by every web process
+    from pack.embeddings import search  # numpy: imported by the first search, not by every web process
 
     collection = get_object_or_404(Collection, pk=pk)
     query = request.GET.get("q", "").strip()
@@ -72,7 +72,7 @@ def _like(request, context: dict, find):
 @require_GET
 def caption_like(request, pk):
     """Captions of the same collection nearest in meaning to this one."""
-    from modeling.embeddings import search
+    from pack.embeddings import search
 
     caption = get_object_or_404(Caption.objects.select_related("image__collection"), pk=pk)
     model = request.GET.get("model") or None
@@ -84,7 +84,7 @@ def caption_like(request, pk):
 @require_GET
 def image_like(request, pk):
     """Images of the same collection that look like this one (CLIP image vectors)."""
-    from modeling.embeddings import search
+    from pack.embeddings import search
 
     image = get_object_or_404(Image.objects.select_related("collection"), pk=pk)
     model = request.GET.get("model") or None

@@ -52,10 +52,11 @@ def sweep_loops() -> int:
              time_limit=settings.CELERY_TASK_TIME_LIMIT,
              soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT)
 def embed_collection(self, job_id: int) -> str:
-    """An EmbeddingJob (modeling.embeddings.jobs): image and caption vectors, then the FAISS indexes. Re-delivered
+    """An EmbeddingJob (pack.embeddings.jobs): image and caption vectors, then the FAISS indexes. Re-delivered
     after a lost worker, it skips what is stored; while the lost worker's heartbeat is still fresh it waits for
     the heartbeat to go stale and tries again."""
-    from .embeddings import jobs
+    from pack.embeddings import jobs
+
     from .threads import default_threads, torch_threads
 
     with torch_threads(default_threads()):  # the worker's share of the cores (TORCH_THREADS)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_generation, views_groups, views_loop, views_pack
+from . import views, views_generation, views_groups, views_loop
 
 urlpatterns = [
     path("models/", views.version_list, name="model-list"),
@@ -16,10 +16,6 @@ urlpatterns = [
     path("models/compare/", views.compare, name="training-compare"),
     path("models/compare/evaluate/", views_generation.evaluation_campaign, name="training-evaluation-campaign"),
     path("models/generation/<int:pk>/", views_generation.job_detail, name="generation-job-detail"),
-    path("models/pretrained/", views_pack.pretrained_list, name="pretrained-list"),
-    path("models/pretrained/<int:pk>/", views_pack.pretrained_detail, name="pretrained-detail"),
-    path("models/embeddings/<int:pk>/", views_pack.embedding_job_detail, name="embedding-job-detail"),
-    path("collections/<int:pk>/embed", views_pack.collection_embed, name="collection-embed"),
     path("models/loops/", views_loop.loop_list, name="loop-list"),
     path("models/loops/new/", views_loop.loop_create, name="loop-create"),
     path("models/loops/<int:pk>/", views_loop.loop_detail, name="loop-detail"),

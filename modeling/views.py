@@ -298,8 +298,8 @@ def version_list(request):
             v.verdict = (v.metrics or {}).get("verdict")
             v.below_majority = evaluation.does_not_beat_majority(v.metrics)
         groups.append({"kind": kind, "label": label, "versions": rows})
-    from . import pack
-    from .models import PretrainedModel
+    import pack
+    from pack.models import PretrainedModel
 
     pack.ensure_packaged()  # trained versions and pretrained models are one registry
     return render(request, "modeling/versions.html", {"groups": groups, "pretrained": PretrainedModel.objects.all()})

@@ -157,7 +157,7 @@ def _tiny_clip_source(tmp_path_factory):
 @pytest.fixture
 def models_dir(tmp_path, settings):
     """An empty CAPTIONLAB_MODELS_DIR for this test (and no model loaded from an earlier one)."""
-    from modeling import pack
+    import pack
 
     settings.CAPTIONLAB_MODELS_DIR = tmp_path / "models"
     settings.CAPTIONLAB_MODELS_DIR.mkdir()
@@ -172,7 +172,7 @@ def tiny_clip(db, models_dir, _tiny_clip_source):
     registered through the real code: the PretrainedModel row."""
     import shutil
 
-    from modeling import pack
+    import pack
 
     shutil.copytree(_tiny_clip_source, models_dir / "tiny-clip")
     return pack.model_add_pretrained(directory="tiny-clip", name="tiny-clip", licence="MIT (random test weights)",

@@ -64,6 +64,6 @@ print({_loaded(HEAVY)})
 
 def test_the_search_api_documents_the_modes_search_accepts():
     from curation.api_search import SEARCH_MODES
-    from modeling.embeddings import search
+    from pack.embeddings import search
 
     assert SEARCH_MODES == search.MODES

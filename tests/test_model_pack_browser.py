@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from curation.models import FilterDecision, FilterRun, Review
 from curation.services import pipeline_save
-from modeling.models import PretrainedModel
+from pack.models import PretrainedModel
 
 from .curation.search_helpers import _image
 from .test_browser import CHROMIUM, browser, curator, log_in, page, shot  # noqa: F401 - fixtures

@@ -149,8 +149,8 @@ class Alignment(Filter):
 
     def scores(self, model, rows: list[dict]) -> tuple[dict[int, float], dict[int, str]]:
         """({caption id: cosine}, {caption id: why it has none}) for the rows' captions with their images."""
-        from modeling import pack
-        from modeling.embeddings import image_vectors, text_vectors
+        import pack
+        from pack.embeddings import image_vectors, text_vectors
 
         encoder = pack.load(model)
         vectors, failed = image_vectors(model, sorted({row["image_id"] for row in rows}), encoder=encoder)
@@ -189,7 +189,7 @@ class _RunScores:
         if model is None:
             self.failure = model_steps.no_model(flt.params["model"], "clip")
             return
-        from modeling.pack import PackError
+        from pack import PackError
 
         ids, values, self.errors = array("q"), array("f"), {}
         try:

@@ -19,7 +19,7 @@ NOT_RUN = "not run: no model registered"
 
 def find(name: str, kind: str):
     """The registered model named ``name`` ("" = the default one) of the kind, or None."""
-    from modeling import pack
+    import pack
 
     return pack.find_model(name or None, kind=kind)
 

@@ -1,4 +1,5 @@
-"""Filters by name. Modules register their classes with ``@register``; ``load_all`` imports them."""
+"""Filters by name. Modules register their classes with ``@register``; ``load_all`` imports them. A step of an
+app above curation is a plug-in its AppConfig.ready() registers with ``register`` (modeling's fluency filter)."""
 from __future__ import annotations
 
 import importlib
@@ -7,7 +8,7 @@ from .base import Filter
 
 FILTERS: dict[str, type[Filter]] = {}
 MODULES = ("image_filters", "text_filters", "overlap", "hypernym", "informativeness", "seeds", "topics",
-           "fluency_filter", "unsafe", "zero_shot", "alignment", "semantic_dups")
+           "unsafe", "zero_shot", "alignment", "semantic_dups")
 
 
 def register(cls: type[Filter]) -> type[Filter]:

@@ -131,7 +131,7 @@ class _SemanticDuplicates(Filter):
         return [found.get(getattr(it, key)) or not_applicable("no_vector") for it in items]
 
     def decide_run(self, rows: list[dict]) -> dict[int, Decision]:
-        from modeling.pack import PackError
+        from pack import PackError
 
         key = "image_id" if self.target == "image" else "caption_id"
         ids = list(dict.fromkeys(row[key] for row in rows))
@@ -173,7 +173,7 @@ class SemanticDuplicates(_SemanticDuplicates):
     }
 
     def vectors(self, model, rows):
-        from modeling.embeddings import text_vectors
+        from pack.embeddings import text_vectors
 
         matrix = text_vectors(model, [row.get("text") or "" for row in rows])
         return {row["caption_id"]: vec for row, vec in zip(rows, matrix)}, {}
@@ -204,7 +204,7 @@ class SemanticDuplicateImages(_SemanticDuplicates):
     }
 
     def vectors(self, model, rows):
-        from modeling.embeddings import image_vectors
+        from pack.embeddings import image_vectors
 
         return image_vectors(model, sorted({row["image_id"] for row in rows}))
 

@@ -1,7 +1,7 @@
 """The unsafe-content check of Conceptual Captions (seed 002, Section 3.1: "pornography or profanity" detected
 and dropped), with two ways to run it:
 
-- zero-shot with the registered CLIP-family model (modeling.pack): each image is scored against two
+- zero-shot with the registered CLIP-family model (the model pack): each image is scored against two
   curator-editable prompt sets, unsafe and safe; its score is the softmax share of the unsafe prompts, and an
   image at or above ``max_unsafe`` is dropped;
 - a classifier named by the setting ``CURATION_UNSAFE_CHECKER`` (a dotted path to an ``UnsafeContentChecker``):
@@ -155,8 +155,8 @@ class UnsafeContent(Filter):
     # --- Zero-shot with the registered model -----------------------------------------------------------
 
     def _zero_shot(self, items: list[Item]) -> list[Decision]:
-        from modeling import pack
-        from modeling.embeddings import image_vectors, text_vectors
+        import pack
+        from pack.embeddings import image_vectors, text_vectors
 
         model = model_steps.find(self.params["model"], "clip")
         if model is None:

@@ -1,6 +1,6 @@
 """Zero-shot image labels (seed 002, Section 3, "Image&Text-based Filtering"): the paper labels every image
 with a large-vocabulary classifier (5 to 20 labels each) and keeps a caption only when one of its words
-matches a label. Here a registered CLIP-family model (modeling.pack) scores each image against a prompt per
+matches a label. Here a registered CLIP-family model (the model pack) scores each image against a prompt per
 label ("a photo of a dog.") and the top labels become the image's labels for the ``label_overlap`` step that
 follows, so that step decides keep or drop instead of "not applicable".
 
@@ -128,8 +128,8 @@ class ImageLabels(Filter):
         return out
 
     def _label(self, items: list[Item]) -> list[Decision]:
-        from modeling import pack
-        from modeling.embeddings import image_vectors, text_vectors
+        import pack
+        from pack.embeddings import image_vectors, text_vectors
 
         model = model_steps.find(self.params["model"], "clip")
         if model is None:

@@ -194,7 +194,7 @@ def config_summary(config: dict) -> list[str]:
 def _pretrained_lines(run) -> list[str]:
     """The model-pack models the run's steps decided with, each with its licence (a release inherits their terms)."""
     from curation.pipeline.model_steps import models_used
-    from modeling.models import PretrainedModel
+    from pack.models import PretrainedModel
 
     used = models_used(run)
     if not used:

@@ -24,8 +24,8 @@ def clip_scores(model, image_ids, candidates: dict[int, str], references: dict[i
     ``model``: a registered CLIP-family PretrainedModel, or None for the one the pack picks
     (``find_model(kind="clip")``). ``image_ids`` are Image pks (vectors through the store) unless
     ``images`` maps them to PIL images. With no CLIP model registered: {"note": why} and no scores."""
-    from .. import pack
-    from ..embeddings.store import image_vectors
+    import pack
+    from pack.embeddings.store import image_vectors
 
     model = model or pack.find_model(kind="clip")
     if model is None:

@@ -7,7 +7,7 @@ What each architecture gives:
 - SigLIP: the attention-pooled embedding and every patch token (SigLIP has no CLS token);
 - ResNet / ConvNeXt: the pooled output and the last feature map, flattened to regions.
 
-Weights come through ``modeling.pack.load`` (sha256 of every file, offline, safetensors only, cached per process);
+Weights come through ``pack.load`` (sha256 of every file, offline, safetensors only, cached per process);
 images go through the model's own image processor (PIL backend), resized when the run asks for another size.
 ``preprocessing`` hashes everything that changes the features, so a feature cache built with another
 preprocessing is never read as this one's.
@@ -35,7 +35,7 @@ INTERPOLATES = ("vit", "deit", "clip", "clip_vision_model", "siglip", "siglip_vi
 
 def model_row(name: str):
     """The registered image encoder called ``name``; TrainingError when there is none or it is a text model."""
-    from modeling.models import PretrainedModel
+    from pack.models import PretrainedModel
 
     found = PretrainedModel.objects.filter(name=(name or "").strip()).first()
     if found is None:
@@ -50,7 +50,7 @@ def model_row(name: str):
 
 def load_pack(row, device: str = "cpu"):
     """The pack's loaded model (verified, cached); PackError becomes a TrainingError the run shows."""
-    from modeling import pack
+    import pack
 
     try:
         return pack.load(row, device=device)

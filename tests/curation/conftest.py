@@ -2,7 +2,7 @@
 collection of written captions embedded with it."""
 import pytest
 
-from modeling import pack
+import pack
 from tests.curation.search_helpers import caption_collection, embed_captions
 
 

@@ -62,13 +62,13 @@ def captions_of(collection) -> list[Caption]:
 
 
 def embed_captions(collection, model) -> None:
-    from modeling.embeddings import caption_vectors
+    from pack.embeddings import caption_vectors
 
     caption_vectors(model, [c.pk for c in captions_of(collection)], compute=True)
 
 
 def embed_images(collection, model) -> None:
-    from modeling.embeddings import image_vectors
+    from pack.embeddings import image_vectors
 
     image_vectors(model, list(collection.images.order_by("pk").values_list("pk", flat=True)), compute=True)
 

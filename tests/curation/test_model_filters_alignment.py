@@ -14,8 +14,8 @@ from curation.pipeline.alignment import Alignment
 from curation.pipeline.base import DROP, KEEP, NA
 from curation.pipeline.executor import PipelineError, validate_steps
 from curation.services import run_create
-from modeling.embeddings.store import text_sha256, to_bytes
-from modeling.models import ImageEmbedding, TextEmbedding
+from pack.embeddings.store import text_sha256, to_bytes
+from pack.models import ImageEmbedding, TextEmbedding
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,8 @@ from curation.models import Caption, Collection, FilterDecision, FilterRun, Imag
 from curation.pipeline.base import DROP, KEEP, NA
 from curation.pipeline.executor import PipelineError, validate_steps
 from curation.pipeline.semantic_dups import EXACT_LIMIT, SemanticDuplicateImages, SemanticDuplicates, similar_pairs
-from modeling.embeddings.store import to_bytes
-from modeling.models import ImageEmbedding
+from pack.embeddings.store import to_bytes
+from pack.models import ImageEmbedding
 
 pytestmark = pytest.mark.django_db
 
@@ -138,8 +138,8 @@ def same_cluster_pairs(decisions: dict) -> set[frozenset]:
 
 
 def test_paraphrases_are_nearer_than_unrelated_captions():
-    from modeling import pack
-    from modeling.embeddings import text_vectors
+    import pack
+    from pack.embeddings import text_vectors
 
     model = pack.find_model(kind="text")
     vectors = text_vectors(model, ["A man rides a bicycle down a busy city street.",
@@ -185,7 +185,7 @@ def test_a_cluster_keeps_its_best_aligned_caption_and_the_details_describe_the_c
     assert decisions[ids[0]].outcome == DROP
     assert details["cluster"] == min(ids[:3]) and details["size"] == 3 and details["members"] == sorted(ids[:3])
     assert details["kept_id"] == ids[1] and 0.85 <= details["similarity"] < 1
-    from modeling import pack
+    import pack
 
     assert details["model"] == pack.find_model(kind="text").key
     assert decisions[ids[3]].reason == "distinct"

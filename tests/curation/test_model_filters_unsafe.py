@@ -12,8 +12,8 @@ from curation.pipeline import image_filters, unsafe
 from curation.pipeline.base import DROP, KEEP, NA, Item
 from curation.pipeline.executor import PipelineError, validate_steps
 from curation.pipeline.unsafe import UnsafeContent
-from modeling.embeddings.store import to_bytes
-from modeling.models import ImageEmbedding
+from pack.embeddings.store import to_bytes
+from pack.models import ImageEmbedding
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ def test_the_zero_shot_check_scores_real_photos_with_the_model_and_states_its_li
 
 
 def test_an_image_matching_an_unsafe_prompt_is_dropped_and_one_matching_a_safe_prompt_is_kept(tiny_clip):
-    from modeling.embeddings import text_vectors
+    from pack.embeddings import text_vectors
 
     collection = Collection.objects.create(name="planted vectors")
     prompts = text_vectors(tiny_clip, [UNSAFE, SAFE])

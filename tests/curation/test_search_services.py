@@ -1,11 +1,11 @@
-"""Search by meaning (modeling.embeddings.search): captions by words and meaning with the packaged sentence
+"""Search by meaning (pack.embeddings.search): captions by words and meaning with the packaged sentence
 encoder (real weights) over captions written here, captions like a caption, images like an image and text to
 images with the tiny random-weight CLIP; and the clear errors when no model is registered or nothing was
 embedded yet."""
 import pytest
 
-from modeling.embeddings import search
-from modeling.pack import PackError
+from pack import PackError
+from pack.embeddings import search
 from tests.curation.search_helpers import caption_collection, captions_of, embed_images
 
 pytestmark = pytest.mark.django_db

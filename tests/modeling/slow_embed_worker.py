@@ -21,8 +21,8 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from modeling.embeddings import jobs  # noqa: E402
-from modeling.pack.loading import Encoder  # noqa: E402
+from pack.embeddings import jobs  # noqa: E402
+from pack.loading import Encoder  # noqa: E402
 
 settings.EMBED_BATCH_SIZE = 2
 jobs.STALE_AFTER = timedelta(seconds=3)

@@ -1,4 +1,4 @@
-"""Approximate nearest-neighbour indexes (modeling/embeddings/ann.py) on clustered synthetic embeddings: IVF
+"""Approximate nearest-neighbour indexes (pack/embeddings/ann.py) on clustered synthetic embeddings: IVF
 recall against exact search, our ids in and out, serialisation, streamed builds, and clear errors.
 
 The vectors are a mixture of Gaussians on the sphere, each cluster spread along its own few directions plus a
@@ -6,7 +6,7 @@ little noise: uniform random vectors have no neighbourhood structure and say not
 import numpy as np
 import pytest
 
-from modeling.embeddings import ann
+from pack.embeddings import ann
 
 DIM = 128
 

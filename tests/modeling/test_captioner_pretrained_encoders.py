@@ -11,9 +11,10 @@ from django.core.files.storage import default_storage
 from modeling import engine, registry
 from modeling.captioning import features
 from modeling.generate import generate_captions
-from modeling.models import FeatureCache, PretrainedModel, TrainingRun
+from modeling.models import FeatureCache, TrainingRun
 from modeling.trainers import get_trainer
 from modeling.trainers.base import TrainingError
+from pack.models import PretrainedModel
 
 from .test_captioning import make_run, tiny_release
 from .tiny_vision import build_tiny_resnet, build_tiny_vit, register

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+import pack
 from curation.models import Collection
-from modeling import pack
 from modeling.captioning.clipscore import W, clip_scores, harmonic_mean
-from modeling.models import ImageEmbedding
+from pack.models import ImageEmbedding
 
 from ..curation.release_helpers import add_image
 

@@ -16,10 +16,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from modeling import pack
-from modeling.embeddings import image_vectors, jobs, text_vectors
-from modeling.embeddings.index import index_search, index_status
-from modeling.models import EmbeddingJob, ImageEmbedding, TextEmbedding
+import pack
+from pack.embeddings import image_vectors, jobs, text_vectors
+from pack.embeddings.index import index_search, index_status
+from pack.models import EmbeddingJob, ImageEmbedding, TextEmbedding
 
 from ..conftest import REQUIRE_SERVICES
 from .pack_helpers import photo_collection
@@ -53,7 +53,7 @@ def test_a_collection_of_real_photos_is_embedded_once_and_a_broken_file_is_repor
 def test_a_second_run_reads_the_stored_vectors_and_encodes_nothing(tiny_clip, shared_photos, monkeypatch):
     collection = photo_collection(shared_photos, limit=6)
     assert jobs.job_run(jobs.job_create(collection=collection, model="tiny-clip").pk).status == "done"
-    from modeling.pack.loading import Encoder
+    from pack.loading import Encoder
 
     calls = []
     monkeypatch.setattr(Encoder, "encode_pixels", lambda self, px: calls.append(px) or np.zeros((len(px), 16)))

@@ -9,8 +9,9 @@ import pytest
 from modeling import encoders, engine, registry
 from modeling.evaluation import binary_report, majority_baseline
 from modeling.fluency import score
-from modeling.models import ModelVersion, TextEmbedding, TrainingRun
+from modeling.models import ModelVersion, TrainingRun
 from modeling.trainers.base import TrainingError
+from pack.models import TextEmbedding
 from tests.modeling.loop_helpers import make_pool_campaign, vote
 
 

@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from curation.models import Collection
-from modeling.models import EmbeddingJob, PretrainedModel
+from pack.models import EmbeddingJob, PretrainedModel
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from modeling import pack
-from modeling.models import PretrainedModel
+import pack
+from pack.models import PretrainedModel
 
 
 def test_a_tiny_clip_registers_with_its_hashes_parameters_and_embedding_size(tiny_clip, models_dir):

@@ -80,7 +80,7 @@ def test_a_worker_with_celerys_default_concurrency_takes_one_thread(monkeypatch,
 
 
 def test_the_embedding_task_runs_with_the_setting(monkeypatch, settings):
-    from modeling.embeddings import jobs
+    from pack.embeddings import jobs
 
     settings.TORCH_THREADS = 1
     seen = []

@@ -34,7 +34,7 @@ def build_tiny_resnet(path: Path, *, image_size: int = 32, seed: int = 0) -> Pat
 
 def register(models_dir: Path, name: str, builder, **kwargs):
     """Build the directory under the models dir and register it through the pack (the PretrainedModel row)."""
-    from modeling import pack
+    import pack
 
     builder(models_dir / name, **kwargs)
     return pack.model_add_pretrained(directory=name, name=name, licence="MIT (random test weights)",

@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from curation.models import Caption, Collection, Image
 from curation.word_search import PER_PAGE, WordSearchError, search_words
-from modeling.embeddings import search
-from modeling.pack import PackError
+from pack import PackError
+from pack.embeddings import search
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@
     manage.py models activate fluency 3
     manage.py models activate fluency 3 --force   # even though it does not beat the majority class
 
-The model pack (pretrained models from local files, modeling.pack):
+The model pack (pretrained models from local files, the pack app):
 
     manage.py models pretrained                   # registered pretrained models
     manage.py models add-pretrained DIR --name clip-b32 --licence MIT [--source "openai/clip-vit-base-patch32"]
@@ -14,9 +14,9 @@ The model pack (pretrained models from local files, modeling.pack):
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling import evaluation, registry
-from modeling.management import pretrained
 from modeling.models import Kind, ModelVersion
 from modeling.trainers.base import TrainingError
+from pack.management import pretrained
 
 BELOW_MAJORITY = "does not beat majority"
 

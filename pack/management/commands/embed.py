@@ -6,10 +6,10 @@
 """
 from django.core.management.base import BaseCommand, CommandError
 
+import pack
 from curation.models import Collection
-from modeling import pack
-from modeling.embeddings import jobs
-from modeling.models import EmbeddingJob
+from pack.embeddings import jobs
+from pack.models import EmbeddingJob
 
 
 class Command(BaseCommand):

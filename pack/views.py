@@ -10,10 +10,10 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+import pack
 from captionlab.roles import has_role, role_required
 from curation.models import Collection
 
-from . import pack
 from .embeddings import jobs
 from .models import EmbeddingJob, PretrainedModel
 
@@ -50,7 +50,7 @@ def pretrained_list(request):
                 return redirect(model.get_absolute_url())
     context = {"models": PretrainedModel.objects.all(), "form": form, "can_register": _is_admin(request.user),
                "models_dir": pack.models_dir()}
-    return render(request, "modeling/pretrained_list.html", context, status=400 if form.errors else 200)
+    return render(request, "pack/pretrained_list.html", context, status=400 if form.errors else 200)
 
 
 @role_required("curator")
@@ -64,7 +64,7 @@ def pretrained_detail(request, pk):
         except pack.PackError as exc:
             check = {"ok": False, "message": exc.message}
     files = sorted(model.files.items())
-    return render(request, "modeling/pretrained_detail.html",
+    return render(request, "pack/pretrained_detail.html",
                   {"model": model, "files": files, "check": check, "path": pack.resolve(model.directory),
                    "jobs": model.jobs.select_related("collection")[:20]})
 
@@ -90,8 +90,8 @@ def embedding_job_detail(request, pk):
     context = {"job": job, "percent": jobs.percent(job), "stale": jobs.is_stale(job),
                "finished": job.status in (EmbeddingJob.Status.DONE, EmbeddingJob.Status.FAILED)}
     if request.htmx and not request.htmx.boosted:
-        return render(request, "modeling/embedding_progress.html", context)
-    return render(request, "modeling/embedding_job.html", context)
+        return render(request, "pack/embedding_progress.html", context)
+    return render(request, "pack/embedding_job.html", context)
 
 
 def collection_panel(collection) -> dict:

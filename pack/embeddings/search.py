@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..pack import PackError, get_model, load
+from .. import PackError, get_model, load
 from .index import index_search, stored_count
 from .store import caption_vectors, image_vectors
 

@@ -1,5 +1,9 @@
 """The fluency filter (seed 004): keep captions the active fluency classifier finds fluent.
 
+A pipeline step that needs the modeling app's classifier, so it lives here and is a plug-in: ModelingConfig.ready()
+registers it into curation's step registry (curation.pipeline.registry), in every process (web, Celery workers,
+the in-process executor) before any pipeline runs; curation never imports modeling.
+
 Score f is the four-way LSTM classifier's averaged probability of "fluent" (modeling.fluency.score,
 with the active ModelVersion of kind "fluency", or the version number given in ``version``). A caption
 is kept when f > ``threshold`` (0.5, the seed's rule) with reason ``fluent``, dropped with reason
@@ -15,11 +19,9 @@ branches it has). torch and the model load lazily, in workers only, on the first
 """
 from __future__ import annotations
 
-from .base import Decision, Filter, Item, drop, keep, not_applicable
-from .registry import register
+from curation.pipeline.base import Decision, Filter, Item, drop, keep, not_applicable
 
 
-@register
 class FluencyFilter(Filter):
     name = "fluency"
     version = 1
@@ -49,7 +51,7 @@ class FluencyFilter(Filter):
             self.params["version"] = None
 
     def _model_version(self):
-        from modeling.fluency import NoFluencyModel, resolve
+        from .fluency import NoFluencyModel, resolve
 
         try:
             return resolve(self.params["version"])
@@ -62,7 +64,7 @@ class FluencyFilter(Filter):
             wanted = self.params["version"]
             note = {"version": wanted} if wanted is not None else {}
             return [not_applicable("no_fluency_model", **note) for _ in items]
-        from modeling.fluency import score
+        from .fluency import score
 
         threshold = self.params["threshold"]
         out: list[Decision | None] = [None] * len(items)

@@ -2,7 +2,9 @@
 queue (the CPU where the worker has no GPU), with progress and a heartbeat on the EmbeddingJob row.
 
 ``job_create`` (page, API, CLI) checks the model and the collection and stores a queued job; ``job_enqueue``
-sends it after commit; ``job_run`` (the task, or the CLI inline) does the work. Safe to run twice: a job is
+sends it after commit to the runner an app above registered (``register_runner``: modeling's ready() registers
+its ``gpu`` queue task, which calls ``job_run`` with the worker's torch threads); ``job_run`` (the task, or the
+CLI inline) does the work. Safe to run twice: a job is
 claimed with a conditional UPDATE (queued, or running with a stale heartbeat after its worker died), stored
 vectors are skipped, and rows are inserted ignoring conflicts, so a killed worker resumes without duplicates.
 """
@@ -17,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..pack import PackError
+from .. import PackError
 
 log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(minutes=2)  # a running job this long without a heartbeat lost its worker
@@ -34,7 +36,8 @@ def _cpu_seconds() -> float:
 def job_create(*, collection, model=None, user=None):
     """A queued job for the collection; ``model`` is a PretrainedModel, a registered name, or None (the default
     image-text model). A job already queued or running for the same collection and model is returned as is."""
-    from .. import pack
+    import pack
+
     from ..models import EmbeddingJob, PretrainedModel
 
     if not isinstance(model, PretrainedModel):
@@ -48,10 +51,20 @@ def job_create(*, collection, model=None, user=None):
                                        created_by=user if getattr(user, "is_authenticated", False) else None)
 
 
-def job_enqueue(job) -> None:
-    from ..tasks import embed_collection
+_runner = None  # called with a job's id after commit: sends it to a worker (modeling.apps registers its task)
 
-    transaction.on_commit(lambda: embed_collection.delay(job.pk))
+
+def register_runner(send) -> None:
+    """``send(job_id)`` queues a job (the modeling app registers its ``modeling.embed_collection`` task)."""
+    global _runner
+    _runner = send
+
+
+def job_enqueue(job) -> None:
+    if _runner is None:
+        raise PackError("No worker runs embedding jobs: the modeling app is not installed.", code="no_runner")
+    send = _runner
+    transaction.on_commit(lambda: send(job.pk))
 
 
 def percent(job) -> int:
@@ -125,9 +138,9 @@ def job_run(job_id: int, echo=None):
 
 
 def _run(job, progress: _Progress) -> None:
+    import pack
     from curation.models import Caption, Image
 
-    from .. import pack
     from ..models import EmbeddingJob
     from .index import index_build
     from .store import image_vectors, text_vectors

@@ -1,8 +1,8 @@
 """The model-pack actions of ``manage.py models``: pretrained (list), add-pretrained DIR, verify NAME."""
 from django.core.management.base import CommandError
 
-from modeling import pack
-from modeling.models import PretrainedModel
+import pack
+from pack.models import PretrainedModel
 
 ACTIONS = ("pretrained", "add-pretrained", "verify")
 

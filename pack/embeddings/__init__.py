@@ -1,4 +1,4 @@
-"""Embeddings as data (modeling.embeddings): vectors stored per item and model, the jobs that compute them on
+"""Embeddings as data (pack.embeddings): vectors stored per item and model, the jobs that compute them on
 the ``gpu`` queue, FAISS indexes per collection and model, and the searches built on them."""
 
 __all__ = ["image_vectors", "caption_vectors", "text_vectors", "open_image", "decode_all", "to_bytes", "from_bytes"]

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from ..pack import PackError
+from .. import PackError
 from .store import from_bytes
 
 CHUNK = 5000
