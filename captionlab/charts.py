@@ -190,7 +190,7 @@ class Plot:
         span = sorted((x + nudge, x + nudge + (-1 if nudge < 0 else 1) * (6.5 * len(label) + 8)))
         row = next((r for r in range(rows) if all(pr != r or span[1] < a or b < span[0] for a, b, pr in self.slots)),
                    len(self.slots) % rows)
-        self.slots.append((*span, row))
+        self.slots.append((span[0], span[1], row))
         return self.add(el("line", cls=cls, **attrs, x1=x, y1=float(self.top - 4), x2=x, y2=float(self.top + self.plot_h),
                            stroke=colour, stroke_width=2, stroke_dasharray=dash),
                         text(x + nudge, self.top - 10 - 12 * (rows - 1 - row), label, anchor=anchor, fill=colour,

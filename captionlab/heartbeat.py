@@ -25,13 +25,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import models
 
 
 @dataclass(frozen=True)
 class JobKind:
     """A kind of long job, as its app registered it."""
     name: str
-    model: type  # the job's row: a Django model whose pk is the first argument of the job's tasks
+    model: type[models.Model]  # the job's row: a Django model whose pk is the first argument of the job's tasks
     tasks: tuple[str, ...]  # names of the Celery tasks that work on such a job
     retry: Callable[[object], str]  # re-sends the work a lost worker left undone; says what it did, in words
     has_status: bool = True  # False: no status of its own; unfinished only while a task of it runs
@@ -42,7 +43,7 @@ TASK_JOBS: dict[str, str] = {}  # task name -> job kind, filled by register_job_
 KINDS: list[str] = []  # the registered kinds, sorted (kept in place: modules hold a reference)
 
 
-def register_job_kind(kind: str, *, model: type, tasks: Iterable[str], retry: Callable[[object], str],
+def register_job_kind(kind: str, *, model: type[models.Model], tasks: Iterable[str], retry: Callable[[object], str],
                       has_status: bool = True) -> None:
     """Make a kind of long job known to the heartbeats, the job pages, the API and ``manage.py jobs``.
     Called by the owning app's ``AppConfig.ready()``; registering a kind again replaces it."""
@@ -182,7 +183,7 @@ def job_object(kind: str, pk: int):
     job = _KINDS.get(kind)
     if job is None:
         return None
-    return job.model.objects.filter(pk=pk).first()
+    return job.model._default_manager.filter(pk=pk).first()
 
 
 FINISHED = {"done", "failed", "frozen", "cancelled", "canceled"}

@@ -65,7 +65,9 @@ class JobHealthSerializer(serializers.Serializer):
 
     def get_fields(self):
         fields = super().get_fields()
-        fields["kind"].choices = heartbeat.KINDS  # registered in the apps' ready(), maybe after this import
+        kind = fields["kind"]
+        assert isinstance(kind, serializers.ChoiceField)
+        kind.choices = heartbeat.KINDS  # registered in the apps' ready(), maybe after this import
         return fields
 
 

@@ -29,12 +29,13 @@ class Command(BaseCommand):
         rows = 0
         for name in heartbeat.KINDS:
             job = heartbeat.job_kind(name)
-            if not job.has_status:
+            if job is None or not job.has_status:
                 continue  # aggregation: no status of its own; shown on the campaign page while a pass runs
-            for obj in job.model.objects.exclude(status__in=heartbeat.FINISHED).order_by("pk"):
+            for obj in job.model._default_manager.exclude(status__in=heartbeat.FINISHED).order_by("pk"):
                 health = heartbeat.job_health(name, obj)
+                status = getattr(obj, "status", "")
                 since = f"{health.seconds_since_beat:.0f} s since the last beat" if health.seconds_since_beat is not None else "never started"
-                self.stdout.write(f"{name:<8} #{obj.pk:<6} {obj.status:<12} worker {health.state or 'done':<8} {since}")
+                self.stdout.write(f"{name:<8} #{obj.pk:<6} {status:<12} worker {health.state or 'done':<8} {since}")
                 rows += 1
         if not rows:
             self.stdout.write("No unfinished jobs.")
