@@ -17,7 +17,8 @@ A kind owns everything that differs between kinds, so no view asks which kind it
   was posted, put back into the form after a refusal), ``display`` (a stored value in words, as a
   training item's expected answer), ``unsaved`` (a refused answer in words), ``editable``,
   ``example_gold`` and ``shows_caption``;
-- the JSON API: ``task_payload`` (the task's caption, candidates and anything else the kind shows).
+- the JSON API: ``task_payload`` (the task's caption, candidates and anything else the kind shows);
+- the aggregation and results: ``label_field``, ``default_method``, ``scored``, ``written``, ``numeric``.
 """
 from __future__ import annotations
 
@@ -76,6 +77,12 @@ class Kind:
     example_gold: ClassVar[bool] = False  # a training item's gold answer is an example to compare with, not a verdict
     shows_caption: ClassVar[bool] = True  # the work page quotes the task's caption above the widget
 
+    # how the aggregation and the results read the votes
+    label_field: ClassVar[str] = "label"  # the key of a one-part value's label, and the name of its dimension
+    default_method: ClassVar[str] = "majority"  # the results' method when none has been aggregated yet
+    scored: ClassVar[bool] = False  # labels are scores: unrounded, counted in tens, good/bad for the discrete methods
+    written: ClassVar[bool] = False  # votes are free text (representative caption, ROVER), with no labels to count
+
     # --- values ----------------------------------------------------------------------------
     def validate(self, value, task):
         allowed = {c.value for c in self.choices}
@@ -97,6 +104,11 @@ class Kind:
 
     def candidate_order(self, task, worker_id: int) -> list[int]:
         return list(task.candidates or [])
+
+    @property
+    def numeric(self) -> bool:
+        """Whether labels are numbers with an order: means per item (and Bradley-Terry for candidates)."""
+        return False
 
     @property
     def categories(self) -> list[str]:

@@ -21,6 +21,10 @@ class CandidatesKind(Kind):
     widget = "candidates"
     shows_caption = False
 
+    @property
+    def numeric(self) -> bool:
+        return self.scale != "nominal"
+
     def validate(self, value, task):
         ratings = value.get("ratings") if isinstance(value, dict) else None
         if not isinstance(ratings, dict):

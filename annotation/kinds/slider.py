@@ -16,6 +16,13 @@ class SliderKind(Kind):
     scale: str = "interval"
 
     widget = "slider"
+    label_field = "score"
+    default_method = "mean"
+    scored = True
+
+    @property
+    def numeric(self) -> bool:
+        return True
 
     def validate(self, value, task):
         if isinstance(value, dict):

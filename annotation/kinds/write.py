@@ -19,6 +19,7 @@ class WriteKind(Kind):
     editable = False  # a written caption stays as written; the next image takes a new one
     example_gold = True  # a training item's gold caption is an example, not the one right answer
     shows_caption = False
+    written = True
 
     def validate(self, value, task, *, text_checks: bool = True):
         """``text_checks``: markup, gibberish and language (``annotation.text_checks``), for the
