@@ -126,10 +126,7 @@ class Kind:
 
     def options(self) -> list[tuple]:
         """(value, label, key) of each answer a dimension takes."""
-        if self.choices:
-            return [(c.value, c.label, c.key) for c in self.choices]
-        values = getattr(self, "scale_values", ())
-        return [(v, str(v), str(v)) for v in values]
+        return [(c.value, c.label, c.key) for c in self.choices]
 
     def _checked_options(self, value: dict) -> list[dict]:
         picked = value.get("label")

@@ -61,6 +61,12 @@ class CandidatesKind(Kind):
         return order
 
     # --- the work page -----------------------------------------------------------------------
+    def options(self) -> list[tuple]:
+        """The kind's choices, or else its scale's values (shown as they are, keyed by themselves)."""
+        if self.choices:
+            return super().options()
+        return [(v, str(v), str(v)) for v in self.scale_values]
+
     def widget_context(self, task, value: dict, worker_id: int) -> dict:
         """One row per candidate in the worker's order, with a radio group per dimension."""
         from curation.models import Caption
