@@ -17,6 +17,7 @@ A kind owns everything that differs between kinds, so no view asks which kind it
   was posted, put back into the form after a refusal), ``display`` (a stored value in words, as a
   training item's expected answer), ``unsaved`` (a refused answer in words), ``editable``,
   ``example_gold`` and ``shows_caption``;
+- the gold page: ``gold_from_form`` and ``gold_form_text`` (an expected answer typed and shown);
 - the JSON API: ``task_payload`` (the task's caption, candidates and anything else the kind shows);
 - the aggregation and results: ``label_field``, ``default_method``, ``scored``, ``written``, ``numeric``.
 """
@@ -161,6 +162,20 @@ class Kind:
     def unsaved(self, value: dict) -> str:
         """A refused answer in words, for a task the page no longer shows: the text written or the answer picked."""
         return self._label_text(value, "")
+
+    # --- the gold page ----------------------------------------------------------------------------
+    def gold_from_form(self, raw: str):
+        """The expected answer as typed on the gold page, in the form ``validate`` takes."""
+        return raw
+
+    def gold_form_text(self, gold, task) -> str:
+        """What the gold page's answer field holds for ``task`` (``gold``: its GoldAnswer, or None)."""
+        if gold is None:
+            return ""
+        value = gold.value
+        if isinstance(value, dict):
+            value = next(iter(value.values()), "")
+        return "" if value is None else str(value)
 
     # --- the JSON API --------------------------------------------------------------------------
     def task_payload(self, task, worker_id: int) -> dict:

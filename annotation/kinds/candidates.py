@@ -2,6 +2,7 @@
 order: relevance and fluency 1-5 (seed 004) and Good / Common / Bad per generated caption (seed 000)."""
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
@@ -125,6 +126,20 @@ class CandidatesKind(Kind):
 
     def unsaved(self, value: dict) -> str:
         return ""
+
+    # --- the gold page ----------------------------------------------------------------------------
+    def gold_from_form(self, raw: str):
+        """JSON: a rating of every candidate."""
+        try:
+            return json.loads(raw or "")
+        except ValueError:
+            raise VoteInvalid('The expected answer must be JSON such as {"ratings": {"<caption id>": '
+                              '{...}}}.') from None
+
+    def gold_form_text(self, gold, task) -> str:
+        if gold is not None:
+            return json.dumps(gold.value)
+        return json.dumps({"ratings": {str(c): {d: "" for d in self.dimensions} for c in task.candidates}})
 
     # --- the JSON API --------------------------------------------------------------------------
     def _caption_payload(self, task) -> dict | None:
