@@ -62,7 +62,7 @@ class BatchReport:
 
 def _answer_field(campaign: Campaign) -> str:
     kind = campaign.kind_spec
-    if kind.target == "image":
+    if kind.written:
         return "caption"
     return kind.label_field
 

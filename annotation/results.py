@@ -122,7 +122,7 @@ def parse_filters(params) -> ResultFilters:
 
 def methods_of(campaign: Campaign) -> list[str]:
     """The methods the table can show for this campaign."""
-    if campaign.kind_spec.target == "image":
+    if campaign.kind_spec.written:
         return list(WRITE_METHODS)
     # The aggregation lists its methods in the stats; before its first full pass, ask the aggregates
     # (one EXISTS per method: a DISTINCT over every aggregate row took a second at 200,000 tasks).
@@ -231,7 +231,7 @@ def results_rows(campaign: Campaign, *, method: str | None = None, filters: Resu
     method = resolve_method(campaign, method)
     filters = filters or ResultFilters()
     with _no_cyclic_gc():
-        if campaign.kind_spec.target == "image":
+        if campaign.kind_spec.written:
             rows = _write_rows(campaign, method, task_ids)
         else:
             rows = _rated_rows(campaign, method, task_ids)
