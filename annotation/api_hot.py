@@ -204,32 +204,18 @@ def _member(request, campaign_id: int):
 
 
 def _task_payload(campaign: Campaign, served: routing.Served, worker) -> dict:
-    task, kind = served.task, campaign.kind_spec
-    caption = None
-    if task.caption_id is not None and kind.target == "caption":
-        caption = {"id": task.caption_id, "text": task.caption.text}
-    candidates = []
-    if task.candidates:
-        from curation.models import Caption
-
-        texts = dict(Caption.objects.filter(pk__in=task.candidates).values_list("pk", "text"))
-        candidates = [{"id": int(cid), "text": texts[int(cid)]} for cid in kind.candidate_order(task, worker.pk)
-                      if int(cid) in texts]
+    task = served.task
+    shown = campaign.kind_spec.task_payload(task, worker.pk)  # caption, candidates and the kind's own fields
     role = Task.Role.REAL if task.role == Task.Role.GOLD else task.role
-    payload = {
+    return {
         "id": task.pk,
         "role": role,
         "image_url": reverse("image-file", args=[task.image_id]),
-        "caption": caption,
-        "candidates": candidates,
+        "caption": shown.pop("caption"),
+        "candidates": shown.pop("candidates"),
         "expires_at": served.reservation.expires_at.isoformat() if served.reservation else None,
+        **shown,
     }
-    if kind.name == "verify_rewrite":  # the original, the rewrite to verify and why the filter was unsure
-        from .verify_rewrites import rewrite_of
-
-        rewrite = rewrite_of(task) or {}
-        payload["rewrite"] = {k: rewrite.get(k) for k in ("original", "rewrite", "uncertain")}
-    return payload
 
 
 @extend_schema(request=None, responses={200: _NEXT, 403: _ERROR, 404: _ERROR, 409: _ERROR},

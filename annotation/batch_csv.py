@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .kinds import CandidatesKind, SliderKind, VoteInvalid
+from .kinds import VoteInvalid
 from .models import Assignment, Campaign, Caption, Membership, Task, Vote, Worker
 from curation.models import Image
 from captionlab import csv_safe
@@ -62,11 +62,9 @@ class BatchReport:
 
 def _answer_field(campaign: Campaign) -> str:
     kind = campaign.kind_spec
-    if kind.target == "image":
+    if kind.written:
         return "caption"
-    if isinstance(kind, SliderKind):
-        return "score"
-    return "label"
+    return kind.label_field
 
 
 def _parse_time(text: str):
@@ -151,7 +149,7 @@ def import_batch(campaign: Campaign, text: str, *, match: str | None = None, ima
                  answer_column: str | None = None) -> BatchReport:
     """Import an MTurk / Turkle batch results CSV into ``campaign``; see the module's docstring."""
     kind = campaign.kind_spec
-    if isinstance(kind, CandidatesKind):
+    if kind.target == "candidates":
         raise BatchError("Batch files hold one answer per item; a campaign that rates several captions at once "
                          "cannot take them.")
     report = BatchReport()

@@ -30,7 +30,6 @@ from django.db.models import Q
 
 from curation.models import FilterDecision
 
-from .kinds import CandidatesKind
 from .models import Aggregate, Campaign, Task
 
 POSITIVE = {
@@ -59,7 +58,7 @@ def human_labels(campaign: Campaign) -> tuple[dict[int, object], dict[int, objec
     for (task_id, part), (_, label, caption_id, decision_id) in best.items():
         if label is None:
             continue
-        if isinstance(kind, CandidatesKind):
+        if kind.target == "candidates":
             cid, _, dim = part.partition(":")
             if dim == "label" and cid.isdigit():
                 by_caption[int(cid)] = label

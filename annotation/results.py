@@ -32,7 +32,6 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.db.models.fields.json import KT
 
-from .kinds import SliderKind
 from .models import Aggregate, Assignment, Campaign, Membership, Task, Vote
 
 COLUMNS = ("task_id", "part", "image_id", "image_external_id", "caption_id", "caption_text", "votes",
@@ -123,7 +122,7 @@ def parse_filters(params) -> ResultFilters:
 
 def methods_of(campaign: Campaign) -> list[str]:
     """The methods the table can show for this campaign."""
-    if campaign.kind_spec.target == "image":
+    if campaign.kind_spec.written:
         return list(WRITE_METHODS)
     # The aggregation lists its methods in the stats; before its first full pass, ask the aggregates
     # (one EXISTS per method: a DISTINCT over every aggregate row took a second at 200,000 tasks).
@@ -142,7 +141,7 @@ def resolve_method(campaign: Campaign, method: str | None) -> str:
         return method
     if available:
         return available[0]
-    return "mean" if isinstance(campaign.kind_spec, SliderKind) else "majority"
+    return campaign.kind_spec.default_method
 
 
 def tie_break_text(campaign: Campaign) -> str:
@@ -183,7 +182,7 @@ def vote_counts(campaign: Campaign, task_ids=None) -> dict[tuple[int, str], Coun
     votes = counted_votes(campaign).order_by()
     if task_ids is not None:
         votes = votes.filter(task_id__in=task_ids)
-    key = "score" if isinstance(kind, SliderKind) else "label"
+    key = kind.label_field
     if kind.target == "caption":  # one part per vote: the label as text, no JSON to decode
         for task_id, label, n in votes.values_list("task_id", KT(f"value__{key}")).annotate(n=Count("id")):
             if label is not None:
@@ -232,7 +231,7 @@ def results_rows(campaign: Campaign, *, method: str | None = None, filters: Resu
     method = resolve_method(campaign, method)
     filters = filters or ResultFilters()
     with _no_cyclic_gc():
-        if campaign.kind_spec.target == "image":
+        if campaign.kind_spec.written:
             rows = _write_rows(campaign, method, task_ids)
         else:
             rows = _rated_rows(campaign, method, task_ids)

@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..kinds import CandidatesKind, SliderKind
 from ..models import Assignment, Campaign, Membership, Task, Vote, Worker
 
 VOTE_COLUMNS = ["vote", "task", "worker", "value", "seconds", "caption", "blocked"]
@@ -43,7 +42,7 @@ def dimension_of(kind, part: str) -> str:
     """The dimension a part belongs to: "<caption id>:<dimension>" -> dimension; "" -> the kind's."""
     if ":" in part:
         return part.split(":", 1)[1]
-    return "score" if isinstance(kind, SliderKind) else "label"
+    return kind.label_field
 
 
 def explode_parts(kind, votes: pd.DataFrame) -> pd.DataFrame:
@@ -58,7 +57,7 @@ def explode_parts(kind, votes: pd.DataFrame) -> pd.DataFrame:
     parts = pd.DataFrame(records, columns=["vote", "task", "worker", "part", "label", "seconds", "blocked"])
     parts["blocked"] = parts["blocked"].astype(bool)
     parts["dim"] = pd.Series([dimension_of(kind, p) for p in parts["part"]], index=parts.index, dtype=object)
-    if isinstance(kind, SliderKind):
+    if kind.scored:
         middle = (kind.minimum + kind.maximum) / 2
         parts["cat"] = np.where(parts["label"].astype(float) >= middle, "good", "bad")
     else:
@@ -82,10 +81,10 @@ def bucket(score: float) -> str:
 
 def label_key(kind, part: str, label) -> str:
     """The key a label is counted under in the distributions (slider scores in tens)."""
-    if isinstance(kind, SliderKind) and isinstance(label, (int, float)) and not isinstance(label, bool):
+    if kind.scored and isinstance(label, (int, float)) and not isinstance(label, bool):
         return bucket(float(label))
     text = "null" if label is None else str(label)
-    if isinstance(kind, CandidatesKind) and len(kind.dimensions) > 1:
+    if kind.target == "candidates" and len(kind.dimensions) > 1:
         return f"{dimension_of(kind, part)}:{text}"
     return text
 

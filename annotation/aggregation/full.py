@@ -8,13 +8,12 @@ import pandas as pd
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from ..kinds import CandidatesKind, WriteKind
 from ..models import Aggregate, Campaign, Membership, Task, Worker
 from . import store
 from .agreement import krippendorff_alpha, worker_alpha
 from .frames import Results, blocked_workers, counted_votes, label_key, load_votes
 from .methods import MODEL_METHODS, BradleyTerry, Categorical, Rover, run_fits
-from .per_task import is_numeric, per_task_rows, tie_break_rule
+from .per_task import per_task_rows, tie_break_rule
 from .tally import contributions, figures
 
 log = logging.getLogger(__name__)
@@ -33,12 +32,12 @@ def vote_counts(campaign: Campaign, blocked: set[int]) -> dict:
 def run_models(campaign, kind, votes: pd.DataFrame, all_parts, results: Results) -> dict:
     """Dawid-Skene, GLAD, MACE, Bradley-Terry and ROVER (rows added to ``results``), agreement and the
     per-worker figures. Needs the per-task rows in ``results`` already (majority fallbacks)."""
-    metric = None if isinstance(kind, WriteKind) else kind.scale
+    metric = None if kind.written else kind.scale
     agreement = {"alpha": None, "metric": metric, "per_part": {}, "n_items": 0}
     reliability: dict[int, list[float]] = {}
     consensus_frames = []
     alphas: dict = {}
-    if isinstance(kind, WriteKind):
+    if kind.written:
         run_fits([Rover(votes[~votes["blocked"]])], results)
     if all_parts is not None:
         parts = all_parts[~all_parts["blocked"]]
@@ -47,7 +46,7 @@ def run_models(campaign, kind, votes: pd.DataFrame, all_parts, results: Results)
             # Every dimension's fits in one process (methods.fit): crowd-kit is imported once a pass.
             groups = list(parts.groupby("dim"))
             models = [Categorical(group, dim, majority) for dim, group in groups]
-            if isinstance(kind, CandidatesKind) and is_numeric(kind):
+            if kind.target == "candidates" and kind.numeric:
                 models += [BradleyTerry(dim, group) for dim, group in groups]
             for out in run_fits(models, results)[:len(groups)]:
                 for worker, value in out["reliability"].items():
@@ -56,7 +55,7 @@ def run_models(campaign, kind, votes: pd.DataFrame, all_parts, results: Results)
                 consensus_frames.append(keys[["task", "part", "consensus"]])
         alpha, n_items = krippendorff_alpha(parts, metric)
         agreement.update(alpha=alpha, n_items=n_items)
-        if isinstance(kind, CandidatesKind):
+        if kind.target == "candidates":
             agreement["per_part"] = {dim: krippendorff_alpha(group, metric)[0] for dim, group in parts.groupby("dim")}
         alphas = worker_alpha(all_parts, metric, others=parts)
     workers = worker_figures(campaign, votes, all_parts, consensus_frames, reliability, alphas)

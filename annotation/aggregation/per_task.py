@@ -23,7 +23,6 @@ import logging
 
 import pandas as pd
 
-from ..kinds import CandidatesKind, SliderKind, WriteKind
 from .frames import Results, explode_parts, py
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,7 @@ def means(kind, parts: pd.DataFrame, results: Results) -> None:
                                                    max=("x", "max"), sum=("x", "sum"), sumsq=("x2", "sum"))
     grouped["std0"] = values.groupby(["task", "part"])["x"].std(ddof=0)
     buckets = {}
-    if isinstance(kind, SliderKind):
+    if kind.scored:
         from .frames import bucket
 
         for (task, part), x in values.groupby(["task", "part"])["x"]:
@@ -172,21 +171,17 @@ def texts(votes: pd.DataFrame, results: Results) -> None:
         results.add(task, "", "rover", best[2], best_sim, len(items), details)
 
 
-def is_numeric(kind) -> bool:
-    return isinstance(kind, SliderKind) or (isinstance(kind, CandidatesKind) and kind.scale != "nominal")
-
-
 def per_task_rows(campaign, kind, votes: pd.DataFrame, results: Results, rule: str = "report"):
     """Run the per-task rules on ``votes`` (a load_votes frame); returns the exploded parts of all
     the votes (blocked ones included, for the per-worker figures), or None for written captions."""
     used = votes[~votes["blocked"]]
-    if isinstance(kind, WriteKind):
+    if kind.written:
         texts(used, results)
         return None
     all_parts = explode_parts(kind, votes)
     parts = all_parts[~all_parts["blocked"]]
     majority(parts, results, rule)
-    if is_numeric(kind):
+    if kind.numeric:
         means(kind, parts, results)
     if kind.name == "fluency":
         fluency_consistent(parts, results, 1 if campaign.votes_per_item <= 1 else 2)

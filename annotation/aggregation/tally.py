@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..kinds import SliderKind, WriteKind
 from .frames import dimension_of, label_key
 from .per_task import PER_TASK_METHODS
 
@@ -30,12 +29,12 @@ def contributions(kind, rows: dict) -> Counter:
         if method == "rover":
             out[f"votes{SEP}written"] += n
             continue
-        shown = round(label) if (method == "mean" and label is not None and not isinstance(kind, SliderKind)) \
+        shown = round(label) if (method == "mean" and label is not None and not kind.scored) \
             else label
         out[f"label{SEP}{method}{SEP}{label_key(kind, part, shown)}"] += 1
         if method == "majority":
             votes = details.get("votes") or {}
-            if not isinstance(kind, SliderKind):
+            if not kind.scored:
                 for value, count in votes.items():
                     out[f"votes{SEP}{label_key(kind, part, value)}"] += count
             if details.get("tie"):
@@ -101,7 +100,7 @@ def figures(kind, tally: dict, tie_rule: str) -> dict:
             mean = s.get("sum", 0.0) / n
             var = max(s.get("sumsq", 0.0) / n - mean * mean, 0.0)
             seed["likert"][dim] = {"mean": round(mean, 4), "std": round(math.sqrt(var), 4), "n": n}
-    if isinstance(kind, WriteKind) and not votes.get("written"):
+    if kind.written and not votes.get("written"):
         votes = {}
     return {
         "vote_distribution": dict(sorted(votes.items())),

@@ -25,7 +25,7 @@ def edit_vote(campaign: Campaign, worker: Worker, vote_id: int, value) -> Vote:
         if vote.role == Task.Role.TRAINING or vote.role == Task.Role.QUALIFICATION:
             raise RoutingError("Training and qualification answers cannot be changed.", "not_editable", 409)
         kind = campaign.kind_spec
-        if kind.target == "image":
+        if not kind.editable:
             raise RoutingError("A written caption cannot be changed; write a new one.", "not_editable", 409)
         try:
             clean = kind.validate(value, vote.task)

@@ -7,71 +7,17 @@ import logging
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import strip_tags
 from django.views.decorators.http import require_POST
 
 from .. import routing
+from ..kinds import VoteInvalid
 from ..markdown import render_markdown
 from ..models import Reservation, Task, Worker
 from ..routing import RoutingError
 from .access import Access, work_view
-from .panel import _describe, _panel_context, _render, _serve, _widget
+from .panel import _panel_context, _render, _serve
 
 log = logging.getLogger(__name__)
-
-
-def _value_from_post(kind, post, task_candidates: list | None):
-    """The vote value the kind validates, from the form fields of its widget."""
-    widget = _widget(kind)
-    if widget == "choices":
-        label = post.get("label", "")
-        if not label:
-            raise RoutingError("Choose an answer first.", "invalid_value", 400)
-        return label
-    if widget == "slider":
-        return post.get("score", "")
-    if widget == "verify":
-        label = post.get("label", "")
-        if not label:
-            raise RoutingError("Choose Keep, Fix or Drop first.", "invalid_value", 400)
-        return {"label": label, "text": post.get("text", "")}
-    if widget == "write":
-        text = post.get("text", "")
-        if text.strip() and not any(ch.isalpha() for ch in strip_tags(text)):
-            raise RoutingError("The caption holds only HTML markup: describe the image in words.", "invalid_value", 400)
-        return {"text": text}
-    ratings, missing = {}, 0
-    for cid in task_candidates or []:
-        row = {}
-        for dim in kind.dimensions:
-            picked = post.get(f"r-{cid}-{dim}", "")
-            if picked == "":
-                missing += 1
-            else:
-                row[dim] = picked
-        ratings[str(cid)] = row
-    if missing:
-        raise RoutingError(f"Rate every caption on every line: {missing} rating{'s' if missing != 1 else ''} "
-                           "missing.", "invalid_value", 400)
-    return {"ratings": ratings}
-
-
-def _posted_value_for_display(kind, post, task_candidates) -> dict:
-    """What the annotator sent, in the shape of a stored value, to put back into the form."""
-    widget = _widget(kind)
-    if widget == "choices":
-        return {"label": post.get("label", "")}
-    if widget == "verify":
-        return {"label": post.get("label", ""), "text": post.get("text", "")}
-    if widget == "slider":
-        try:
-            return {"score": float(post.get("score", ""))}
-        except ValueError:
-            return {}
-    if widget == "write":
-        return {"text": post.get("text", "")}
-    return {"ratings": {str(cid): {dim: post.get(f"r-{cid}-{dim}") for dim in kind.dimensions
-                                   if post.get(f"r-{cid}-{dim}")} for cid in task_candidates or []}}
 
 
 def _seconds(post, worker: Worker, task_id: int) -> float:
@@ -119,10 +65,13 @@ def work_submit(request, access: Access):
     if task_id is None:
         raise RoutingError("The form did not say which task it answers; reload the page.", "no_task", 400)
     candidates = None
-    if _widget(kind) == "candidates":
+    if kind.target == "candidates":
         candidates = Task.objects.filter(pk=task_id, campaign=campaign).values_list("candidates", flat=True).first()
     try:
-        value = _value_from_post(kind, request.POST, candidates)
+        try:
+            value = kind.value_from_post(request.POST, candidates)
+        except VoteInvalid as exc:
+            raise RoutingError(str(exc), "invalid_value", 400) from None
         if vote_id is not None:
             routing.edit_vote(campaign, worker, vote_id, value)
             _schedule(campaign.pk)
@@ -131,7 +80,7 @@ def work_submit(request, access: Access):
         result = routing.submit_vote(campaign, worker, task_id, value, seconds=seconds, membership=access.membership)
     except RoutingError as error:
         return _refusal(request, access, error, task_id, vote_id,
-                        _posted_value_for_display(kind, request.POST, candidates))
+                        kind.posted_value(request.POST, candidates))
     if result.created:
         _schedule(campaign.pk)
     return _after_vote(request, access, result)
@@ -142,11 +91,10 @@ def _after_vote(request, access: Access, result):
     if result is not None and result.feedback is not None:
         if not (request.htmx and not request.htmx.boosted):
             return redirect(f"{reverse('annotate', args=[campaign.pk])}?feedback={result.vote.pk}")
-        vote = result.vote
         feedback = {"correct": result.feedback["correct"],
-                    "expected": _describe(campaign.kind_spec, result.feedback["expected"], vote.task),
+                    "expected": campaign.kind_spec.display(result.feedback["expected"]),
                     "explanation": render_markdown(result.feedback.get("feedback", "")),
-                    "is_write": campaign.kind_spec.target == "image"}
+                    "is_write": campaign.kind_spec.example_gold}
         return _render(request, access, _panel_context(access, None, feedback=feedback))
     if not (request.htmx and not request.htmx.boosted):
         return redirect("annotate", campaign.pk)
@@ -170,19 +118,8 @@ def _refusal(request, access: Access, error: RoutingError, task_id: int, vote_id
     same = served is not None and served.task is not None and served.task.pk == task_id
     context = _panel_context(access, served, value=value if same else None, error=error)
     if not same:  # e.g. a late answer the item no longer needs: what was typed stays on the page
-        context["unsaved"] = _unsaved(campaign.kind_spec, value)
+        context["unsaved"] = campaign.kind_spec.unsaved(value)
     return _render(request, access, context, status=error.status)
-
-
-def _unsaved(kind, value: dict) -> str:
-    """The refused answer in words, for a task the page no longer shows: the text written, or the
-    answer picked."""
-    if _widget(kind) in ("write", "verify") and (value.get("text") or "").strip():
-        return (value.get("text") or "").strip()
-    if _widget(kind) in ("choices", "verify"):
-        labels = {c.value: c.label for c in kind.choices}
-        return labels.get(value.get("label"), "")
-    return ""
 
 
 @work_view
@@ -192,7 +129,7 @@ def work_undo(request, access: Access):
     if access.preview:
         raise _preview_refused()
     campaign, worker = access.campaign, access.worker
-    if campaign.kind_spec.target == "image":
+    if not campaign.kind_spec.editable:
         error = RoutingError("A written caption cannot be changed; write a new one on the next image.",
                              "not_editable", 409)
         return _refusal(request, access, error, 0, None, {})

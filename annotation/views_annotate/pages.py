@@ -93,7 +93,7 @@ def work_page(request, access: Access):
                 return _render(request, access, _panel_context(access, None, feedback=feedback))
     if edit_id.isdigit():
         vote = routing.last_editable_vote(campaign, worker)
-        if vote is not None and vote.pk == int(edit_id) and campaign.kind_spec.target != "image":
+        if vote is not None and vote.pk == int(edit_id) and campaign.kind_spec.editable:
             return _render(request, access, _panel_context(access, None, editing=vote))
         error = RoutingError("The edit window of that vote has closed.", "edit_closed", 409)
         served = _serve(access)

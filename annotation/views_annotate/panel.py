@@ -10,9 +10,8 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from .. import external, routing
-from ..kinds import CandidatesKind, SliderKind, VerifyRewriteKind
 from ..markdown import render_markdown
-from ..models import Assignment, Campaign, Caption, GoldAnswer, Reservation, Task, Vote, Worker
+from ..models import Assignment, Campaign, GoldAnswer, Reservation, Task, Vote, Worker
 from ..routing import RoutingError
 from ..routing.panel_figures import panel_figures
 
@@ -22,49 +21,6 @@ if TYPE_CHECKING:
 PANEL = "annotation/work/_panel.html"
 PAGE = "annotation/work/page.html"
 PANEL_HEADER = "X-Annotate-Panel"  # annotate.js swaps 4xx answers into the panel only when present
-
-
-def _widget(kind) -> str:
-    if kind.target == "image":
-        return "write"
-    if isinstance(kind, CandidatesKind):
-        return "candidates"
-    if isinstance(kind, SliderKind):
-        return "slider"
-    if isinstance(kind, VerifyRewriteKind):
-        return "verify"
-    return "choices"
-
-
-def _options(kind):
-    """(value, label, key) of each answer a dimension takes."""
-    if kind.choices:
-        return [(c.value, c.label, c.key) for c in kind.choices]
-    values = getattr(kind, "scale_values", ())
-    return [(v, str(v), str(v)) for v in values]
-
-
-DIMENSION_LABELS = {"label": "Rating", "relevance": "Relevance", "fluency": "Fluency"}
-
-
-def _candidate_rows(kind, task: Task, worker_id: int, value: dict | None) -> list[dict]:
-    order = kind.candidate_order(task, worker_id)
-    captions = Caption.objects.in_bulk(order)
-    ratings = (value or {}).get("ratings") or {}
-    rows = []
-    for number, cid in enumerate((c for c in order if c in captions), start=1):
-        given = ratings.get(str(cid)) or {}
-        dims = []
-        for dim in kind.dimensions:
-            picked = given.get(dim)
-            dims.append({
-                "name": dim, "label": DIMENSION_LABELS.get(dim, dim.replace("_", " ").capitalize()),
-                "field": f"r-{cid}-{dim}",
-                "options": [{"value": v, "label": label, "key": key, "checked": picked is not None and str(picked) == str(v)}
-                            for v, label, key in _options(kind)],
-            })
-        rows.append({"caption": captions[cid], "number": number, "dims": dims})
-    return rows
 
 
 def _stage_position(campaign: Campaign, worker: Worker, role: str) -> tuple[int, int]:
@@ -100,10 +56,10 @@ def _panel_context(access: Access, served, *, value=None, error: RoutingError | 
     stage = "work" if editing is not None else (served.stage if served is not None else "error")
     if feedback is not None:
         stage = "feedback"
-    undo_enabled = kind.target != "image" and not access.preview and access.worker is not None
+    undo_enabled = kind.editable and not access.preview and access.worker is not None
     progress = _progress(campaign, access.worker)
     context = {
-        "campaign": campaign, "kind": kind, "widget": _widget(kind), "stage": stage,
+        "campaign": campaign, "kind": kind, "widget": kind.widget, "stage": stage,
         "message": served.message if served is not None else "", "task": task, "error": error,
         "editing": editing, "feedback": feedback, "preview": access.preview,
         "progress": progress,
@@ -123,24 +79,7 @@ def _panel_context(access: Access, served, *, value=None, error: RoutingError | 
                             else reverse("image-file", args=[task.image_id]))
     if stage in ("training", "qualification") and access.worker is not None:
         context["position"] = _stage_position(campaign, access.worker, task.role)
-    widget = context["widget"]
-    if widget in ("choices", "verify"):
-        picked = value.get("label")
-        context["options"] = [{"value": v, "label": label, "key": key, "checked": picked == v}
-                              for v, label, key in _options(kind)]
-    if widget == "verify":
-        from ..verify_rewrites import rewrite_of
-
-        context["rewrite"] = rewrite_of(task)
-        context["text"] = value.get("text") or ""
-    elif widget == "slider":
-        score = value.get("score")
-        context["slider"] = {"min": kind.minimum, "max": kind.maximum,
-                             "value": score if isinstance(score, (int, float)) else (kind.minimum + kind.maximum) // 2}
-    elif widget == "candidates":
-        context["rows"] = _candidate_rows(kind, task, access.worker.pk if access.worker else 0, value)
-    else:
-        context["text"] = value.get("text", "")
+    context.update(kind.widget_context(task, value, access.worker.pk if access.worker else 0))
     return context
 
 
@@ -190,31 +129,9 @@ def _serve(access: Access):
     return served
 
 
-def _describe(kind, value, task: Task) -> list[str]:
-    """A training example's expected answer in words (escaped by the template)."""
-    value = value if isinstance(value, dict) else {}
-    widget = _widget(kind)
-    if widget in ("choices", "verify"):
-        labels = {c.value: c.label for c in kind.choices}
-        said = [labels.get(value.get("label"), str(value.get("label")))]
-        return said + ([f"“{value['text']}”"] if widget == "verify" and value.get("text") else [])
-    if widget == "slider":
-        return [f"{value.get('score')}"]
-    if widget == "write":
-        return [value.get("text", "")]
-    captions = Caption.objects.in_bulk([int(c) for c in (value.get("ratings") or {}) if str(c).isdigit()])
-    labels = dict((v, label) for v, label, _ in _options(kind))
-    lines = []
-    for cid, dims in (value.get("ratings") or {}).items():
-        caption = captions.get(int(cid)) if str(cid).isdigit() else None
-        rated = ", ".join(f"{DIMENSION_LABELS.get(d, d)} {labels.get(v, v)}" for d, v in dims.items())
-        lines.append(f"“{caption.text if caption else cid}”: {rated}")
-    return lines
-
-
 def _feedback_for(kind, vote: Vote, gold: GoldAnswer | None) -> dict | None:
     if gold is None:
         return None
-    return {"correct": vote.correct, "expected": _describe(kind, gold.value, vote.task),
+    return {"correct": vote.correct, "expected": kind.display(gold.value),
             "explanation": render_markdown(gold.feedback), "tolerance": gold.tolerance,
-            "is_write": kind.target == "image"}
+            "is_write": kind.example_gold}

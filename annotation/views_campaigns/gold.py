@@ -1,8 +1,6 @@
 """Gold, training and qualification items: the page that marks tasks with their expected answer."""
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -13,6 +11,7 @@ from captionlab.roles import role_required
 
 from .. import services
 from ..forms import GOLD_ROLES, GoldForm
+from ..kinds import VoteInvalid
 from ..models import Campaign, GoldAnswer, Task
 from ..services import CampaignError
 from ._common import _campaign
@@ -21,14 +20,11 @@ GOLD_PER_PAGE = 30
 
 
 def _gold_value(kind, raw: str):
-    """The expected answer as the kind takes it: JSON for candidate kinds, the text otherwise."""
-    if kind.target == "candidates":
-        try:
-            return json.loads(raw or "")
-        except ValueError:
-            raise CampaignError('The expected answer must be JSON such as {"ratings": {"<caption id>": '
-                                '{...}}}.', field="value") from None
-    return raw
+    """The expected answer as the kind takes it (``Kind.gold_from_form``: JSON for candidate kinds)."""
+    try:
+        return kind.gold_from_form(raw)
+    except VoteInvalid as exc:
+        raise CampaignError(str(exc), field="value") from None
 
 
 def _gold_rows(campaign: Campaign, page) -> list[dict]:
@@ -36,17 +32,7 @@ def _gold_rows(campaign: Campaign, page) -> list[dict]:
     rows = []
     for task in page:
         gold = getattr(task, "gold_answer", None)
-        value = ""
-        if gold is not None:
-            if kind.target == "candidates":
-                value = json.dumps(gold.value)
-            elif isinstance(gold.value, dict):
-                value = next(iter(gold.value.values()), "")
-            else:
-                value = gold.value
-        elif kind.target == "candidates":
-            value = json.dumps({"ratings": {str(c): {d: "" for d in kind.dimensions} for c in task.candidates}})
-        rows.append({"task": task, "gold": gold, "value": "" if value is None else str(value),
+        rows.append({"task": task, "gold": gold, "value": kind.gold_form_text(gold, task),
                      "role": task.role if task.role != Task.Role.REAL else Task.Role.GOLD,
                      "feedback": gold.feedback if gold else "", "tolerance": gold.tolerance if gold else "",
                      "error": ""})

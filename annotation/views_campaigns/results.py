@@ -41,7 +41,7 @@ def campaign_results(request, pk):
     context = {
         "campaign": campaign, "page": page, "method": method, "methods": results.methods_of(campaign),
         "values": request.GET, "error": error, "error_field": field, "n_rows": n_rows, "query": _query(request),
-        "write": campaign.kind_spec.target == "image", "formats": list(results.FORMATS),
+        "write": campaign.kind_spec.written, "formats": list(results.FORMATS),
         "tie_break": results.tie_break_text(campaign),
     }
     return render(request, "annotation/campaigns/results.html", context, status=400 if error else 200)
