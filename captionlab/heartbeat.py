@@ -161,9 +161,9 @@ def job_object(kind: str, pk: int):
     elif kind == "run":
         from curation.models import FilterRun as model
     elif kind == "release":
-        from curation.models import Release as model
+        from releases.models import Release as model
     elif kind == "export":
-        from curation.models import ReleaseExport as model
+        from releases.models import ReleaseExport as model
     elif kind == "aggregation":
         from annotation.models import Campaign as model
     else:
@@ -217,12 +217,12 @@ def retry(kind: str, obj) -> str:
         run_import.delay(obj.pk)
         return "the import was queued again (rows already imported are skipped as duplicates)"
     if kind == "release":
-        from curation.releases.tasks import release_freeze
+        from releases.tasks import release_freeze
 
         release_freeze.delay(obj.pk)
         return "the release was queued again"
     if kind == "export":
-        from curation.releases.services import export_retry
+        from releases.services import export_retry
 
         export_retry(obj)
         return "the export was queued again"

@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "captionlab",
     "curation",
     "annotation",
+    "releases",
     "modeling",
 ]
 

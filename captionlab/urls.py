@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("curation.api_urls")),
     path("api/", include("annotation.api_urls")),
+    path("api/", include("releases.api_urls")),
     path("api/", include("modeling.api")),
     path("api/", include("modeling.api_loop")),
     path("api/", include("modeling.api_pack")),
@@ -24,6 +25,7 @@ urlpatterns = [
     path("api/redoc/", login_required(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     path("", include("annotation.urls")),
     path("", include("curation.urls")),
+    path("", include("releases.urls")),
     path("", include("modeling.urls")),
 ]
 

@@ -3,7 +3,8 @@ site administrator looking something up; they change only through the pages, API
 import pytest
 from django.urls import reverse
 
-from curation.models import Collection, FilterDecision, FilterRun, Image, Pipeline, Release, RunChunk
+from curation.models import Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from releases.models import Release
 
 pytestmark = pytest.mark.django_db
 

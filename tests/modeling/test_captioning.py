@@ -11,7 +11,7 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from curation.models import Collection
-from curation.releases.freeze import freeze
+from releases.freeze import freeze
 from modeling.captioning.beam import beam_search
 from modeling.captioning.decoders import Captioner, sentence_nll
 from modeling.captioning.encoder import ImageEncoder, load_encoder_weights

@@ -16,8 +16,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from curation.models import Caption
-from curation.releases.freeze import freeze
-from curation.releases.provenance import manifest_lines
+from releases.freeze import freeze
+from releases.provenance import manifest_lines
 from modeling import engine, fluency, generation_job, registry
 from modeling.captioning.provenance import version_entry
 from modeling.generate import generate_captions, generated_captions, rerank_candidates, source_label

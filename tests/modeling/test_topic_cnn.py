@@ -14,7 +14,7 @@ from PIL import Image as PILImage
 
 from curation.models import Collection, FilterRun, ImageTopics
 from curation.pipeline import topics
-from curation.releases.freeze import freeze
+from releases.freeze import freeze
 from modeling import engine
 from modeling.models import Kind, ModelVersion, TrainingRun
 from modeling.trainers import get_trainer

@@ -42,7 +42,8 @@ class Command(BaseCommand):
 
 def _model(kind):
     from annotation.models import Campaign
-    from curation.models import FilterRun, ImportJob, Release, ReleaseExport
+    from curation.models import FilterRun, ImportJob
+    from releases.models import Release, ReleaseExport
 
     return {"import": ImportJob, "run": FilterRun, "release": Release, "export": ReleaseExport,
             "aggregation": Campaign}[kind]

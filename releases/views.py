@@ -25,7 +25,8 @@ from annotation.models import Campaign
 from captionlab import roles
 from captionlab.roles import role_required
 from curation import charts
-from curation.models import Collection, Release, ReleaseExport, ReleaseItem
+from curation.models import Collection
+from releases.models import Release, ReleaseExport, ReleaseItem
 from curation.views import _render
 
 from . import ReleaseError, services
