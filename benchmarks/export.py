@@ -169,8 +169,9 @@ def make_release(name: str, n_items: int, collection_id: int | None = None) -> t
 def load_wds(dsn: str, media: Path, release_id: int, collection_id: int, n_images: int, kb: int) -> None:
     """Random-byte image files in the media folder, their image rows and one item per image. Each row
     gets the stat token of its file (``Image.file_stat``), as the import that writes a file records it."""
-    from curation.ingest.file_stat import token
     import psycopg
+
+    from curation.ingest.file_stat import token
 
     rng = random.Random(11)
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
@@ -208,8 +209,8 @@ def child_writer(args) -> dict:
     """The platform's writer, as the export task calls it (``publish.run_export``: the options an
     export row stores, images opened through the default storage)."""
     _setup_django()
-    from releases.models import Release
     from releases import formats
+    from releases.models import Release
     from releases.publish import _storage_open
     from releases.services import normalise_options
 

@@ -6,9 +6,10 @@
 - "top_percent": keep the best ``top_percent`` % of the run's captions (DataComp's best CLIP filter at 128M
   samples kept the top 30%; at its smallest pool, filtering that hard hurt);
 - "calibrated": the lowest cut-off whose kept set reaches ``target_precision`` on the captions a curator
-  (reviews of earlier alignment decisions) or the crowd (quality / good-common-bad campaigns) judged, found by
-  the threshold search of ``thresholds`` (annotation.filter_vs_human's too). With fewer than ``min_judged`` judged captions among the
-  run's, or no cut-off reaching the precision, the decision says so and falls back to ``min_score``.
+  (reviews of earlier alignment decisions) or the crowd (quality / good-common-bad campaigns, registered by
+  annotation in ``curation.extensions``) judged, found by the threshold search of ``thresholds`` (which
+  annotation.filter_vs_human shares). With fewer than ``min_judged`` judged captions among the run's, or no
+  cut-off reaching the precision, the decision says so and falls back to ``min_score``.
 
 It is a run-level step (top-k% and calibration need every caption's score); over a run it scores the survivors
 batch by batch and keeps 12 bytes a caption (id and score) until the cut-offs are known. Each decision records the model

@@ -20,11 +20,11 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
-from releases.models import ReleaseItem
 from releases import ReleaseError
 from releases.formats import write
 from releases.formats.images import BLOCK
 from releases.freeze import freeze
+from releases.models import ReleaseItem
 
 from .release_helpers import add_caption, add_image, cc_collection, image_bytes, make_release
 

@@ -10,11 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from curation.models import Collection, FilterDecision, FilterRun, Pipeline, RunChunk
-from releases.models import ReleaseItem
 from curation.pipeline import executor, registry
 from curation.pipeline.base import Filter, drop, keep
-from releases.freeze import freeze
 from curation.services import decision_override, run_create
+from releases.freeze import freeze
+from releases.models import ReleaseItem
 
 from .release_helpers import add_caption, add_image, make_release
 

@@ -45,8 +45,11 @@ def test_rows_made_before_the_move_are_read_through_the_releases_app():
 
     from django.contrib.contenttypes.models import ContentType as CurrentContentType
 
-    from modeling.models import TrainingRun as CurrentRun
-    from releases.models import Release as Moved, ReleaseExport as MovedExport, ReleaseItem as MovedItem
+    from modeling import models as modeling_models
+    from releases import models as releases_models
+
+    Moved, MovedItem, MovedExport = (releases_models.Release, releases_models.ReleaseItem,
+                                     releases_models.ReleaseExport)
 
     moved = Moved.objects.get(name="v1")
     assert (moved.pk, moved.status, moved.items_total, moved.content_hash) == (release.pk, "frozen", 1, "c" * 64)
@@ -55,7 +58,7 @@ def test_rows_made_before_the_move_are_read_through_the_releases_app():
         0, "train", "a dog on a beach", image.pk, caption.pk)
     assert item.provenance == {"lineage": [{"caption": caption.pk}]}
     assert list(MovedExport.objects.filter(release=moved).values_list("format", "sha256")) == [("jsonl", "d" * 64)]
-    assert CurrentRun.objects.get(name="on v1").release == moved
+    assert modeling_models.TrainingRun.objects.get(name="on v1").release == moved
     assert Moved._meta.db_table == "curation_release"
     assert CurrentContentType.objects.filter(app_label="releases", model="release").exists()
     assert not CurrentContentType.objects.filter(app_label="curation", model="release").exists()
