@@ -18,17 +18,18 @@ positive label (free-text writing, 1-5 relevance/fluency) give no rows.
 
 precision = kept and positive / kept; recall = kept and positive / positive.
 
-The threshold suggestion looks at the decisions' scores: the direction is the one the scores
-point (keep when score >= t if positives score higher, i.e. the ROC AUC is above 0.5, else keep
-when score <= t; at exactly 0.5 both are tried), and the threshold is the one with the highest
-recall whose precision reaches the asked precision (null when none does).
+The threshold suggestion looks at the decisions' scores (``curation.pipeline.thresholds.suggest_threshold``,
+also the calibrated alignment filter's search): the direction is the one the scores point (keep when
+score >= t if positives score higher, i.e. the ROC AUC is above 0.5, else keep when score <= t; at
+exactly 0.5 both are tried), and the threshold is the one with the highest recall whose precision
+reaches the asked precision (null when none does).
 """
 from __future__ import annotations
 
-import numpy as np
 from django.db.models import Q
 
 from curation.models import FilterDecision
+from curation.pipeline.thresholds import suggest_threshold
 
 from .models import Aggregate, Campaign, Task
 
@@ -70,59 +71,27 @@ def human_labels(campaign: Campaign) -> tuple[dict[int, object], dict[int, objec
     return by_caption, by_decision
 
 
-def _auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """ROC AUC by the Mann-Whitney rank sum (ties count half); None with one class only."""
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if not n_pos or not n_neg:
-        return None
-    order = np.argsort(scores, kind="stable")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    # average ranks over ties
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    avg = first + (counts - 1) / 2.0 + 1
-    ranks[order] = np.repeat(avg, counts)
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+CROWD_KINDS = ("quality", "good_common_bad")  # kinds whose positive label says "a good caption of this image"
 
 
-def _best_threshold(scores: np.ndarray, positive: np.ndarray, precision: float, direction: str) -> dict | None:
-    """Highest-recall threshold reaching ``precision`` for one direction, or None."""
-    signed = scores if direction == ">=" else -scores
-    order = np.argsort(-signed, kind="stable")
-    s, pos = signed[order], positive[order]
-    tp = np.cumsum(pos)
-    kept = np.arange(1, len(s) + 1)
-    last = np.r_[s[1:] != s[:-1], True]  # keep every item scoring at least this well
-    tp, kept, thresholds = tp[last], kept[last], s[last]
-    total = int(positive.sum())
-    prec = tp / kept
-    rec = tp / total
-    ok = prec >= precision - 1e-12
-    if not ok.any():
-        return None
-    candidates = np.flatnonzero(ok)
-    i = max(candidates, key=lambda j: (rec[j], prec[j]))
-    threshold = float(thresholds[i]) if direction == ">=" else float(-thresholds[i])
-    return {"threshold": threshold, "direction": direction, "precision": round(float(prec[i]), 4),
-            "recall": round(float(rec[i]), 4), "kept": int(kept[i])}
-
-
-def suggest_threshold(scores, positive, precision: float) -> dict | None:
-    """The threshold (and direction) with the highest recall whose precision reaches ``precision``."""
-    scores = np.asarray(scores, dtype=float)
-    positive = np.asarray(positive, dtype=bool)
-    if not len(scores) or not positive.any():
-        return None
-    auc = _auc(scores, positive)
-    if auc is None or auc == 0.5:
-        options = [_best_threshold(scores, positive, precision, d) for d in (">=", "<=")]
-        options = [o for o in options if o]
-        best = max(options, key=lambda o: (o["recall"], o["precision"]), default=None)
-    else:
-        best = _best_threshold(scores, positive, precision, ">=" if auc > 0.5 else "<=")
-    if best is not None:
-        best["auc"] = None if auc is None else round(auc, 4)
-    return best
+def crowd_judgements(collection_ids: set[int], caption_ids: set[int]) -> dict[int, bool]:
+    """{caption id: judged good} for ``caption_ids`` from the quality and good/common/bad campaigns of the
+    collections (later campaigns override earlier ones): the crowd's word for the calibrated alignment
+    filter, registered in ``curation.extensions`` by ``AnnotationConfig.ready()``."""
+    judged: dict[int, bool] = {}
+    if not caption_ids:
+        return judged
+    for campaign in Campaign.objects.filter(collection_id__in=collection_ids, kind__in=CROWD_KINDS).order_by("pk"):
+        by_caption, by_decision = human_labels(campaign)
+        positive = POSITIVE[campaign.kind]
+        if by_decision:
+            rows = FilterDecision.objects.filter(pk__in=list(by_decision)).values_list("pk", "caption_id")
+            for pk, caption_id in rows:
+                by_caption.setdefault(caption_id, by_decision[pk])
+        for caption_id, label in by_caption.items():
+            if caption_id in caption_ids:
+                judged[caption_id] = label == positive
+    return judged
 
 
 def filter_vs_human(campaign: Campaign, precision: float = 0.9) -> list[dict]:
@@ -176,4 +145,4 @@ def filter_vs_human(campaign: Campaign, precision: float = 0.9) -> list[dict]:
     return out
 
 
-__all__ = ["filter_vs_human", "suggest_threshold", "human_labels", "POSITIVE"]
+__all__ = ["filter_vs_human", "suggest_threshold", "human_labels", "crowd_judgements", "POSITIVE", "CROWD_KINDS"]

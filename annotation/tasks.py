@@ -120,10 +120,11 @@ def aggregate_campaign(campaign_id: int, mode: str = "full") -> dict:
         result = full(campaign_id)
     else:
         raise ValueError(f"unknown aggregation mode {mode!r}: full, changes or due")
-    # A learning loop set to run every N votes starts its round from here, after the votes are counted.
-    from modeling.loop.services import maybe_auto_round
+    # A learning loop set to run every N votes starts its round from here, after the votes are counted
+    # (modeling receives the signal: ModelingConfig.ready()).
+    from .signals import aggregation_finished
 
-    maybe_auto_round(campaign_id)
+    aggregation_finished.send(sender=aggregate_campaign, campaign_id=campaign_id)
     return result
 
 

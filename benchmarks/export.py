@@ -6,7 +6,7 @@ In a scratch PostgreSQL database it COPYs N captions (default 1,000,000; two per
 images and a frozen release's ReleaseItem rows (with a provenance record each), then, each in a
 child process of its own (peak RSS = that process's VmHWM):
 
-  jsonl     ``curation.releases.formats.write("jsonl", ...)``: the platform's JSONL export
+  jsonl     ``releases.formats.write("jsonl", ...)``: the platform's JSONL export
   parquet   ``formats.write("parquet", ...)``
   baseline  the same rows through a plain psycopg server-side (named) cursor with ``itersize``,
             each turned into the same JSON object with ``json.dumps`` and written to a file
@@ -155,7 +155,8 @@ def settle(dsn: str) -> None:
 
 def make_release(name: str, n_items: int, collection_id: int | None = None) -> tuple[int, int]:
     """A frozen release row (and its collection); items are COPYed in afterwards."""
-    from curation.models import Collection, Release
+    from curation.models import Collection
+    from releases.models import Release
 
     collection = Collection.objects.get(pk=collection_id) if collection_id else \
         Collection.objects.create(name=f"{name} collection")
@@ -168,8 +169,9 @@ def make_release(name: str, n_items: int, collection_id: int | None = None) -> t
 def load_wds(dsn: str, media: Path, release_id: int, collection_id: int, n_images: int, kb: int) -> None:
     """Random-byte image files in the media folder, their image rows and one item per image. Each row
     gets the stat token of its file (``Image.file_stat``), as the import that writes a file records it."""
-    from curation.ingest.file_stat import token
     import psycopg
+
+    from curation.ingest.file_stat import token
 
     rng = random.Random(11)
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
@@ -207,10 +209,10 @@ def child_writer(args) -> dict:
     """The platform's writer, as the export task calls it (``publish.run_export``: the options an
     export row stores, images opened through the default storage)."""
     _setup_django()
-    from curation.models import Release
-    from curation.releases import formats
-    from curation.releases.publish import _storage_open
-    from curation.releases.services import normalise_options
+    from releases import formats
+    from releases.models import Release
+    from releases.publish import _storage_open
+    from releases.services import normalise_options
 
     release = Release.objects.get(pk=args.release)
     out = Path(args.out)
@@ -223,7 +225,7 @@ def child_writer(args) -> dict:
     options = {**normalise_options(args.format, asked, release), "report": []}
     if args.verify_images:  # what re-export and verify passes: not an option a curator stores
         options["verify_images"] = args.verify_images
-    from curation.releases.formats import images as image_shards
+    from releases.formats import images as image_shards
 
     shards_cpu = [0.0]  # the CPU of the image shards alone (the part tarfile does too)
     write_shards = image_shards.write

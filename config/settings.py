@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "pack",
     "curation",
     "annotation",
+    "releases",
     "modeling",
 ]
 

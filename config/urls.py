@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("curation.api_urls")),
     path("api/", include("annotation.api_urls")),
+    path("api/", include("releases.api_urls")),
     path("api/", include("modeling.api")),
     path("api/", include("modeling.api_loop")),
     path("api/", include("pack.api")),
@@ -28,6 +29,7 @@ urlpatterns = [
     path("", include("annotation.urls")),
     path("", include("curation.urls")),
     path("", include("pack.urls")),
+    path("", include("releases.urls")),
     path("", include("modeling.urls")),
 ]
 

@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from .models import (
-    Caption, Collection, FilterArtifact, FilterDecision, FilterRun, Image, ImportIssue, ImportJob, Pipeline, Release,
-    ReleaseExport, ReleaseItem, Review, RunChunk,
+    Caption, Collection, FilterArtifact, FilterDecision, FilterRun, Image, ImportIssue, ImportJob, Pipeline, Review,
+    RunChunk,
 )
 
 
@@ -155,33 +155,3 @@ class ReviewAdmin(ReadOnlyAdmin):
 class FilterArtifactAdmin(ReadOnlyAdmin):
     list_display = ["filter_name", "version", "collection", "sha256", "created_at"]
     list_filter = ["filter_name"]
-
-
-class ReleaseExportInline(admin.TabularInline):
-    model = ReleaseExport
-    fields = ["format", "status", "rows_done", "rows_total", "sha256"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    max_num = 0
-
-
-@admin.register(Release)
-class ReleaseAdmin(ReadOnlyAdmin):
-    list_display = ["id", "name", "status", "items_total", "content_hash", "created_by", "frozen_at"]
-    list_filter = ["status"]
-    search_fields = ["name", "description", "content_hash"]
-    inlines = [ReleaseExportInline]
-
-
-@admin.register(ReleaseItem)
-class ReleaseItemAdmin(ReadOnlyAdmin):
-    list_display = ["id", "release", "position", "split", "short_text", "human_verified"]
-    list_filter = ["split", "human_verified"]
-    search_fields = ["=release__id", "text"]
-    raw_id_fields = ["release", "image", "caption"]
-    show_full_result_count = False
-
-    @admin.display(description="text")
-    def short_text(self, obj):
-        return obj.text[:80]

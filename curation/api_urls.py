@@ -16,5 +16,4 @@ urlpatterns = [
     path("", include("curation.api_search")),
     path("", include(router.urls)),
     path("auth/token/", api.ObtainTokenView.as_view(), name="api-token"),
-    path("", include("curation.releases.api_urls")),
 ]

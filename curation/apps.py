@@ -8,4 +8,3 @@ class CurationConfig(AppConfig):
         from . import jobs
 
         jobs.register_jobs()
-        jobs.register_release_jobs()

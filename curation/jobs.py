@@ -1,5 +1,5 @@
 """Curation's long jobs, registered with the kernel's heartbeats (captionlab/heartbeat.py) from
-``CurationConfig.ready()``: imports and filter runs, and for now releases and exports."""
+``CurationConfig.ready()``: imports and filter runs."""
 from captionlab.heartbeat import register_job_kind
 
 
@@ -11,15 +11,6 @@ def register_jobs() -> None:
     register_job_kind("run", model=FilterRun, tasks=("curation.filter_start", "curation.filter_chunk",
                                                      "curation.filter_reconcile", "curation.filter_finish"),
                       retry=retry_run)
-
-
-def register_release_jobs() -> None:
-    """Releases and exports (curation/releases); they go with the release code when it becomes an app."""
-    from .models import Release, ReleaseExport
-
-    register_job_kind("release", model=Release, tasks=("curation.release_freeze",), retry=retry_release)
-    register_job_kind("export", model=ReleaseExport,
-                      tasks=("curation.release_export", "curation.release_export_verify"), retry=retry_export)
 
 
 def retry_run(run) -> str:
@@ -46,17 +37,3 @@ def retry_import(job) -> str:
 
     run_import.delay(job.pk)
     return "the import was queued again (rows already imported are skipped as duplicates)"
-
-
-def retry_release(release) -> str:
-    from .releases.tasks import release_freeze
-
-    release_freeze.delay(release.pk)
-    return "the release was queued again"
-
-
-def retry_export(export) -> str:
-    from .releases.services import export_retry
-
-    export_retry(export)
-    return "the export was queued again"

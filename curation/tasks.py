@@ -52,5 +52,3 @@ def filter_reconcile(run_id: int, image_ids: list[int]) -> int:
 
     return executor.reconcile(run_id, image_ids)
 
-
-from .releases import tasks as _release_tasks  # noqa: E402,F401 - registers the release tasks

@@ -15,5 +15,4 @@ urlpatterns = [
     path("media/images/<int:pk>/thumb", views_media.image_thumbnail, name="image-thumbnail"),
     path("", include("curation.urls_pipeline")),
     path("", include("curation.urls_search")),
-    path("", include("curation.releases.urls")),
 ]

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 from captionlab import roles
 from captionlab.roles import role_required
 
-from . import services
+from . import extensions, services
 from .errors import IngestError
 from .forms import CollectionForm, ImportForm
 from .models import Caption, Collection, FilterDecision, FilterRun, Image, ImportIssue, ImportJob
@@ -110,9 +110,7 @@ def collection_detail(request, pk):
         + [(value, label, by_status.get(value, 0)) for value, label in Image.Status.choices],
         "imports": collection.imports.order_by("-created_at")[:5],
     }
-    from .releases.by_collection import count_for  # releases' views import this module
-
-    context["release_count"] = count_for(collection.pk)  # the header's "Releases (n)" link
+    context.update(extensions.collection_extras(collection))  # releases: the header's "Releases (n)" link
     return _render(request, "collections/detail.html", "collections/_grid.html", context)
 
 

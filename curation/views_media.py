@@ -1,9 +1,9 @@
 """Serving image files: only to users who can see the image, only verified image types inline.
 
-Curators and admins see every image. An annotator sees an image only while it is an item of a
-campaign they may work in: one they are a member of and not blocked from, or a running campaign
-open to every annotator (which they may join at any time). Everyone else gets a 403, so image ids
-cannot be walked to read a collection that was never put in front of the annotator.
+Curators and admins see every image. Anyone else with a role sees an image only when a media-access
+policy registered in ``curation.extensions`` says yes: annotation's (``annotation.media_access``) lets an
+annotator see an item of a campaign they may work in. Everyone else gets a 403, so image ids cannot be
+walked to read a collection that was never put in front of the annotator.
 
 Files never come from a plain static URL. An image whose format was verified at ingest is sent
 with its own content type and ``X-Content-Type-Options: nosniff``; anything else is sent as an
@@ -14,10 +14,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 
-from django.db.models import Q
-
 from captionlab.roles import CURATOR, has_role, user_roles
 
+from . import extensions
 from .models import Image
 
 INLINE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
@@ -50,21 +49,10 @@ def _serve(field_file, content_type: str, filename: str):
     return response
 
 
-def annotator_may_see(user, image_id: int) -> bool:
-    """True when ``image_id`` is an item of a campaign the annotator may work in."""
-    from annotation.models import Campaign, Task
-
-    reachable = (
-        Q(campaign__memberships__worker__user=user, campaign__memberships__blocked=False)
-        | Q(campaign__open_to_all=True, campaign__status=Campaign.Status.RUNNING)
-    )
-    return Task.objects.filter(reachable, image_id=image_id).exists()
-
-
 def _image_for(request, pk: int) -> Image:
     if not user_roles(request.user):
         raise PermissionDenied("Images are shown to annotators, curators and admins only.")
-    if not has_role(request.user, CURATOR) and not annotator_may_see(request.user, pk):
+    if not has_role(request.user, CURATOR) and not extensions.media_allowed(request.user, pk):
         raise PermissionDenied("This image is not part of any campaign you work in.")
     return get_object_or_404(Image, pk=pk)
 

@@ -50,7 +50,7 @@ class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets
                        serializers=[TrainingRunSerializer, TrainingRunGroupSerializer])})
     def create(self, request, *args, **kwargs):
         from annotation.models import Campaign
-        from curation.models import Release
+        from releases.models import Release
 
         serializer = TrainingRunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

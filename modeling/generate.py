@@ -55,7 +55,7 @@ def resolve_reranker(rerank: bool, fluency_version=None) -> ModelVersion | None:
 def caption_targets(version: ModelVersion, split: str | None = None, limit: int | None = None) -> list[dict]:
     """The distinct images of the version's release split (its evaluation split by default), in
     release order: [{image_id, image_file, language}]."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     if version.kind != Kind.CAPTIONER:
         raise TrainingError(f"{version} is not a captioner.", code="bad_config")

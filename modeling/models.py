@@ -29,7 +29,7 @@ class TrainingRun(models.Model):
     name = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=12, choices=Kind.choices)
     config = models.JSONField(default=dict, help_text="hyper-parameters, strategy, seed, device request")
-    release = models.ForeignKey("curation.Release", null=True, blank=True, on_delete=models.PROTECT,
+    release = models.ForeignKey("releases.Release", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="training_runs")
     campaign = models.ForeignKey("annotation.Campaign", null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="training_runs", help_text="labels from its aggregated votes")
@@ -236,7 +236,7 @@ class FeatureCache(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    release = models.ForeignKey("curation.Release", on_delete=models.CASCADE, related_name="feature_caches")
+    release = models.ForeignKey("releases.Release", on_delete=models.CASCADE, related_name="feature_caches")
     model = models.ForeignKey("pack.PretrainedModel", on_delete=models.CASCADE, related_name="feature_caches")
     preprocessing = models.CharField(max_length=64)
     settings = models.JSONField(default=dict, blank=True, help_text="what the preprocessing hash covers")

@@ -63,7 +63,7 @@ def run_list(request):
 
 def _form_context(data=None, errors=None):
     from annotation.models import Campaign
-    from curation.models import Release
+    from releases.models import Release
 
     defaults = set(DEFAULT_TRAINERS.values())
     trainers = sorted(all_trainers().values(), key=lambda t: (t.kind, t.name not in defaults, t.name))
@@ -89,7 +89,7 @@ def _about(trainer) -> str:
 def _parse_run_form(post):
     """-> (trainer_name, config, release, campaign, name, errors)."""
     from annotation.models import Campaign
-    from curation.models import Release
+    from releases.models import Release
 
     errors, config = {}, {}
     trainers = all_trainers()

@@ -196,6 +196,16 @@ def loop_settings(request, pk):
 # --- From the campaign page --------------------------------------------------------------------------
 
 
+LOOP_CARD = "modeling/_loop_card.html"
+
+
+def campaign_card(campaign):
+    """The card on a campaign's dashboard (``annotation.campaign_cards``, registered by ModelingConfig.ready()):
+    (template, context), or None for kinds that train no model."""
+    context = campaign_card_context(campaign)
+    return (LOOP_CARD, context) if context else None
+
+
 def campaign_card_context(campaign, data=None, errors=None) -> dict:
     """The "Learning loop" card of a campaign's dashboard: its loop, or the form to start one; nothing
     for kinds that train no model (unless a refused form has to say why)."""
@@ -234,5 +244,7 @@ def _campaign_page(request, campaign, data, errors):
     from annotation.views_campaigns import DEFAULT_PRECISION, dashboard_context
 
     context = dashboard_context(campaign, DEFAULT_PRECISION) | campaign_card_context(campaign, data, errors)
+    if LOOP_CARD not in context["campaign_cards"]:  # a kind that trains no model: the card says why
+        context["campaign_cards"] = [*context["campaign_cards"], LOOP_CARD]
     context["precision_text"] = DEFAULT_PRECISION
     return render(request, "annotation/campaigns/detail.html", context, status=400)

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from django.db import connections
 
 from captionlab import roles
-from curation.models import Release, ReleaseExport
+from releases.models import Release, ReleaseExport
 
 from .curation.test_release_services import FORMATS, make_collection, make_quality_campaign
 from .test_browser import CHROMIUM, browser, log_in, page  # noqa: F401 - fixtures

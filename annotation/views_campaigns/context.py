@@ -1,6 +1,7 @@
 """The campaign dashboard's figures: ``dashboard_context`` and the helpers that build it (progress,
 throughput, agreement and its reading, vote and label charts, the per-worker rows, filter vs human,
-cost and learning-loop cards). No views here: the dashboard views and ``modeling.views_loop`` call it."""
+cost cards, and the cards the apps above register in ``annotation.campaign_cards``, such as modeling's
+learning loop). No views here: the dashboard views and ``modeling.views_loop`` call it."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -9,6 +10,7 @@ from django.db.models import Count
 from django.utils.dateparse import parse_datetime
 
 from .. import charts, services
+from ..campaign_cards import cards_context
 from ..models import Campaign, Membership, Task, Vote
 
 MAX_LIVE_VOTES = 50_000  # live figures (before the first aggregation) read at most this many votes
@@ -151,15 +153,8 @@ def dashboard_context(campaign: Campaign, precision: float) -> dict:
         "gold_counts": dict(campaign.tasks.exclude(role=Task.Role.REAL).order_by().values_list("role")
                             .annotate(n=Count("pk")).values_list("role", "n")),
         **_cost_context(campaign),
-        **_loop_context(campaign),
+        **cards_context(campaign),  # the apps above annotation: modeling's learning-loop card
     }
-
-
-def _loop_context(campaign: Campaign) -> dict:
-    """The "Learning loop" card (modeling.views_loop): the campaign's loop, or the form to start one."""
-    from modeling.views_loop import campaign_card_context
-
-    return campaign_card_context(campaign)
 
 
 def _cost_context(campaign: Campaign) -> dict:

@@ -4,7 +4,7 @@ The models live in modules by domain and are all imported here, in their origina
 app registry (this package is still the ``curation`` app's models module) and every
 ``from curation.models import X`` keep working: ``collection`` (Collection), ``imports`` (ImportJob,
 ImportIssue), ``images`` (Image, Caption, ``text_hash``, ``image_upload_to``), ``pipeline`` (pipelines,
-runs, chunks, decisions, reviews, artifacts, seeds, topics) and ``releases`` (releases, items, exports).
+runs, chunks, decisions, reviews, artifacts, seeds, topics). Releases are the ``releases`` app's (``releases.models``).
 Migrations refer to ``curation.models.image_upload_to`` and ``curation.models.cascade_image_level``.
 """
 from .collection import Collection
@@ -22,12 +22,10 @@ from .pipeline import (
     cascade_image_level,
     decisions_of_images,
 )
-from .releases import Release, ReleaseExport, ReleaseItem
 
 __all__ = [
     "Collection", "Image", "Caption", "ImportJob", "ImportIssue", "text_hash",
     "image_upload_to",
     "Pipeline", "FilterArtifact", "FilterRun", "RunChunk", "cascade_image_level", "FilterDecision",
     "decisions_of_images", "Review", "CaptionSeed", "ImageTopics",
-    "Release", "ReleaseItem", "ReleaseExport",
 ]

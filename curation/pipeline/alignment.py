@@ -6,9 +6,10 @@
 - "top_percent": keep the best ``top_percent`` % of the run's captions (DataComp's best CLIP filter at 128M
   samples kept the top 30%; at its smallest pool, filtering that hard hurt);
 - "calibrated": the lowest cut-off whose kept set reaches ``target_precision`` on the captions a curator
-  (reviews of earlier alignment decisions) or the crowd (quality / good-common-bad campaigns) judged, found by
-  annotation.filter_vs_human's threshold search. With fewer than ``min_judged`` judged captions among the
-  run's, or no cut-off reaching the precision, the decision says so and falls back to ``min_score``.
+  (reviews of earlier alignment decisions) or the crowd (quality / good-common-bad campaigns, registered by
+  annotation in ``curation.extensions``) judged, found by the threshold search of ``thresholds`` (which
+  annotation.filter_vs_human shares). With fewer than ``min_judged`` judged captions among the run's, or no
+  cut-off reaching the precision, the decision says so and falls back to ``min_score``.
 
 It is a run-level step (top-k% and calibration need every caption's score); over a run it scores the survivors
 batch by batch and keeps 12 bytes a caption (id and score) until the cut-offs are known. Each decision records the model
@@ -26,16 +27,14 @@ from .base import Decision, Filter, Item, drop, keep, not_applicable
 from .registry import register
 
 MODES = ("threshold", "top_percent", "calibrated")
-CROWD_KINDS = ("quality", "good_common_bad")  # kinds whose positive label says "a good caption of this image"
 
 
 def judgements(caption_ids: list[int]) -> dict[int, bool]:
-    """{caption id: judged good} for the captions a person judged: the crowd's aggregated label, overruled by a
-    curator's latest review of an alignment decision on the caption."""
-    from annotation.filter_vs_human import POSITIVE, human_labels
-    from annotation.models import Campaign
-
-    from ..models import Caption, FilterDecision, Review
+    """{caption id: judged good} for the captions a person judged: the crowd's aggregated label (the sources
+    registered in ``curation.extensions.crowd_judgements``: annotation's quality and good/common/bad
+    campaigns), overruled by a curator's latest review of an alignment decision on the caption."""
+    from ..extensions import crowd_judged
+    from ..models import Caption, Review
 
     wanted = set(caption_ids)
     if not wanted:
@@ -43,17 +42,8 @@ def judgements(caption_ids: list[int]) -> dict[int, bool]:
     ids = sorted(wanted)
     # A run's captions are one collection's: its campaigns hold the crowd's judgements.
     collections = set(Caption.objects.filter(pk=ids[0]).values_list("image__collection_id", flat=True))
-    judged: dict[int, bool] = {}
-    for campaign in Campaign.objects.filter(collection_id__in=collections, kind__in=CROWD_KINDS).order_by("pk"):
-        by_caption, by_decision = human_labels(campaign)
-        positive = POSITIVE[campaign.kind]
-        if by_decision:
-            rows = FilterDecision.objects.filter(pk__in=list(by_decision)).values_list("pk", "caption_id")
-            for pk, caption_id in rows:
-                by_caption.setdefault(caption_id, by_decision[pk])
-        for caption_id, label in by_caption.items():
-            if caption_id in wanted:
-                judged[caption_id] = label == positive
+    judged = {caption_id: good for caption_id, good in crowd_judged(collections, wanted).items()
+              if caption_id in wanted}
     reviews = []
     for start in range(0, len(ids), 5000):
         batch = ids[start:start + 5000]
@@ -74,7 +64,7 @@ def top_percent_cutoff(scores: np.ndarray, percent: float) -> float | None:
 
 def calibrate(scores: dict[int, float], judged: dict[int, bool], precision: float, min_judged: int) -> dict:
     """{"cutoff": float or None, "judged", "positives", "note", and the search's precision/recall when found}."""
-    from annotation.filter_vs_human import suggest_threshold
+    from .thresholds import suggest_threshold
 
     pairs = [(scores[c], good) for c, good in judged.items() if c in scores]
     found = {"cutoff": None, "judged": len(pairs), "positives": sum(good for _, good in pairs)}

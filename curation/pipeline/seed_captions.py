@@ -1,7 +1,7 @@
 """Caption seeds as captions (seed 001, Section 2): the seeds a run's caption_seeds step found in a
 description it kept become child captions of that description, origin "seed", text the seed as a short
 caption ("person slays dragon"), so that a release can ship them (``origins`` with "seed") instead of or
-beside the full descriptions (curation/releases/selection.py).
+beside the full descriptions (releases/selection.py).
 
 The executor calls ``save_chunk_seeds`` once per chunk. It is idempotent: a seed caption is unique per
 description and text (its source names the description, not the run), so a chunk run again, a reconcile

@@ -63,7 +63,7 @@ def _model_generated(provenance: dict) -> bool:
 def release_rows(release, config: dict, cache: dict | None = None, decode: bool = True) -> ReleaseRows:
     """Read the release's items and their images (see the module docstring). With ``decode=False`` no image is
     read or checked: a pretrained encoder's runs read features from a cache, or images through its processor."""
-    from curation.models import Release, ReleaseItem
+    from releases.models import Release, ReleaseItem
 
     if release is None:
         raise TrainingError("A captioner is trained on a frozen release; choose one.", code="bad_config")

@@ -51,7 +51,7 @@ def cache_for(release, row, settings: dict, digest: str):
 
 def release_images(release) -> list[tuple[str, str]]:
     """[(image key, storage name)] of the release's distinct images, in release order (every split)."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     seen: dict[str, str] = {}
     items = ReleaseItem.objects.filter(release=release).order_by("position").values_list("image_sha256", "image_file")

@@ -19,6 +19,23 @@ def version_entry(version, **extra) -> dict:
             "artifact_sha256": version.artifact_sha256, **extra}
 
 
+def release_versions(numbers: set[int], pks: set[int]) -> dict:
+    """{("fluency", version number) | ("pk", pk): ModelVersion} of the fluency versions numbered ``numbers``
+    and the versions ``pks``: what a release item's provenance names (``releases.model_provenance``, which
+    modeling's ready() gives this and ``version_entry``)."""
+    from django.db.models import Q
+
+    from modeling.models import Kind, ModelVersion
+
+    query = Q(kind=Kind.FLUENCY, version__in=numbers) | Q(pk__in=pks)
+    found = {}
+    for version in ModelVersion.objects.filter(query).select_related("run"):
+        found[("pk", version.pk)] = version
+        if version.kind == Kind.FLUENCY:
+            found[("fluency", version.version)] = version
+    return found
+
+
 def filter_version_of(provenance: dict) -> int | None:
     """The pk of the fluency version whose filter decision scored a release item, when the release
     names it (releases frozen before fluency versions were recorded do not)."""
@@ -67,4 +84,4 @@ def training_data_versions(rows: list[dict], classifier=None, classified: int = 
     return best
 
 
-__all__ = ["version_entry", "filter_version_of", "training_data_versions"]
+__all__ = ["version_entry", "release_versions", "filter_version_of", "training_data_versions"]

@@ -2,7 +2,7 @@
 
 Generated captions go back into the collection (``origin="model"``, metadata naming the ModelVersion
 that wrote them, ``modeling.generate``). Releases frozen since ``include_model_captions`` existed
-never put them in a test split (``curation.releases.model_captions``), but an older release can: its
+never put them in a test split (``releases.model_captions``), but an older release can: its
 BLEU-4 then rewards a captioner for repeating itself (0.712 against 0.332 on the same outputs).
 
 ``check_release_references(release, version_or_run)`` raises TrainingError(code="own_outputs") when
@@ -37,7 +37,8 @@ def generated_test_references(release) -> dict[int, int]:
     metadata)."""
     from django.db.models import Q
 
-    from curation.models import Caption, ReleaseItem
+    from curation.models import Caption
+    from releases.models import ReleaseItem
 
     counts: dict[int, int] = {}
     unnamed: dict[int, list[int]] = {}  # item -> model caption ids of its lineage

@@ -59,7 +59,7 @@ def decision(run, caption_text: str, step: int) -> FilterDecision | None:
 
 
 def freeze(run, name: str):
-    from curation.releases import services as releases
+    from releases import services as releases
 
     release = releases.release_create(name, {
         "collections": [run.collection_id], "run": run.pk, "splits": {"train": 1.0, "val": 0.0, "test": 0.0},

@@ -154,7 +154,7 @@ def test_the_work_page_shows_the_guess_and_refuses_a_fix_without_text_or_an_unkn
 
 def test_verdicts_from_the_work_page_go_onto_the_decisions_and_the_release_ships_the_fixed_text(
         run, alice_client, verifiers, no_broker):
-    from curation.releases import services as releases
+    from releases import services as releases
 
     campaign = Campaign.objects.get(pk=api_create(alice_client, run, members=[u.username for u in verifiers])
                                     .json()["id"])

@@ -12,7 +12,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
-from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, Release, RunChunk
+from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from releases.models import Release
 
 # Seed 002 (Conceptual Captions), Table 1 and Figure 1: alt-texts and what the pipeline made of them.
 CC_PAIRS = [

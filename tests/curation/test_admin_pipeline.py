@@ -3,7 +3,8 @@ site administrator looking something up; they change only through the pages, API
 import pytest
 from django.urls import reverse
 
-from curation.models import Collection, FilterDecision, FilterRun, Image, Pipeline, Release, RunChunk
+from curation.models import Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from releases.models import Release
 
 pytestmark = pytest.mark.django_db
 
@@ -22,10 +23,11 @@ def run_with_a_decision():
     return run, decision
 
 
-@pytest.mark.parametrize("model", ["pipeline", "filterrun", "filterdecision", "review", "filterartifact", "release",
-                                   "releaseitem"])
+@pytest.mark.parametrize("model", ["curation_pipeline", "curation_filterrun", "curation_filterdecision",
+                                   "curation_review", "curation_filterartifact", "releases_release",
+                                   "releases_releaseitem"])
 def test_an_administrator_finds_each_model_in_the_admin(admin_client, run_with_a_decision, model):
-    response = admin_client.get(reverse(f"admin:curation_{model}_changelist"))
+    response = admin_client.get(reverse(f"admin:{model}_changelist"))
     assert response.status_code == 200
 
 

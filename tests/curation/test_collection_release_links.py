@@ -4,7 +4,8 @@ config or selects from one of its filter runs, on the page and in the API."""
 import pytest
 from django.urls import reverse
 
-from curation.models import Collection, FilterRun, Release
+from curation.models import Collection, FilterRun
+from releases.models import Release
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """A release's card names the model-pack models its filter run decided with, and their licences."""
 from curation.models import FilterDecision
-from curation.releases.card import provenance_summary
+from releases.card import provenance_summary
 
 from .release_helpers import add_caption, cc_collection, finished_run
 

@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection
 
-from curation.models import ReleaseExport
-from curation.releases import formats, publish, services
+from releases.models import ReleaseExport
+from releases import formats, publish, services
 
 from ..conftest import REQUIRE_SERVICES
 from .test_release_services import frozen_release, make_collection
@@ -36,7 +36,7 @@ import os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import django
 django.setup()
-from curation.releases import publish
+from releases import publish
 original = publish.copy_to_storage
 def slow_copy(storage, local, name):
     original(storage, local, name)
@@ -61,7 +61,7 @@ def test_a_worker_killed_mid_export_publishes_nothing_and_the_rerun_gives_the_sa
             pytest.fail("CAPTIONLAB_REQUIRE_SERVICES=1 but PostgreSQL/Redis are not configured")
         pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): workers are separate processes")
     from config.celery import app
-    from curation.releases.tasks import release_export
+    from releases.tasks import release_export
 
     release = frozen_release(make_collection("Crash photos", n_images=8))
     export = services.export_create(release, "webdataset", {"samples_per_shard": 1}, None, enqueue=False)

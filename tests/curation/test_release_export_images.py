@@ -20,11 +20,11 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
-from curation.models import ReleaseItem
-from curation.releases import ReleaseError
-from curation.releases.formats import write
-from curation.releases.formats.images import BLOCK
-from curation.releases.freeze import freeze
+from releases import ReleaseError
+from releases.formats import write
+from releases.formats.images import BLOCK
+from releases.freeze import freeze
+from releases.models import ReleaseItem
 
 from .release_helpers import add_caption, add_image, cc_collection, image_bytes, make_release
 
@@ -318,7 +318,7 @@ def test_tar_shards_keep_no_member_list_and_write_the_same_bytes_as_tarfile(tmp_
     import io
     import tarfile
 
-    from curation.releases.formats.images import add_member
+    from releases.formats.images import add_member
 
     def member(i):
         info = tarfile.TarInfo(f"images/{i % 256:02x}/{i:064x}.jpg")

@@ -14,10 +14,10 @@ from django.core.files.storage import default_storage
 
 from curation.ingest import file_stat
 from curation.models import Image, ImportJob
-from curation.releases import ReleaseError, services
-from curation.releases.formats import images as image_shards
-from curation.releases.formats import write
-from curation.releases.verify import run_verify
+from releases import ReleaseError, services
+from releases.formats import images as image_shards
+from releases.formats import write
+from releases.verify import run_verify
 
 from .helpers import run_import
 from .release_helpers import image_bytes

@@ -13,10 +13,10 @@ import string
 import pytest
 from django.core.files.storage import default_storage
 
-from curation.models import ReleaseItem
-from curation.releases import ReleaseError
-from curation.releases.formats import BAD_CHARS, FORMATS, write
-from curation.releases.freeze import freeze
+from releases import ReleaseError
+from releases.formats import BAD_CHARS, FORMATS, write
+from releases.freeze import freeze
+from releases.models import ReleaseItem
 
 from .release_helpers import CC_EXTRA, CC_PAIRS, add_caption, add_image, cc_collection, make_release
 

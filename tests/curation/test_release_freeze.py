@@ -9,12 +9,13 @@ import pytest
 from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
-from curation.models import Caption, FilterDecision, Image, Release, ReleaseItem, Review
-from curation.releases import ReleaseError
-from curation.releases.card import dataset_card, md
-from curation.releases.freeze import freeze, validate_config
-from curation.releases.provenance import content_hash
-from curation.releases.splits import quotas
+from curation.models import Caption, FilterDecision, Image, Review
+from releases.models import Release, ReleaseItem
+from releases import ReleaseError
+from releases.card import dataset_card, md
+from releases.freeze import freeze, validate_config
+from releases.provenance import content_hash
+from releases.splits import quotas
 
 from .release_helpers import (CC_EXTRA, CC_PAIRS, add_caption, add_image, cc_collection, decide, finished_run,
                               image_bytes, make_release, rating_campaign, transformed)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from curation.models import Caption, Release, ReleaseItem
-from curation.releases.freeze import freeze, validate_config
+from curation.models import Caption
+from releases.models import Release, ReleaseItem
+from releases.freeze import freeze, validate_config
 
 from .release_helpers import add_caption, cc_collection, make_release, transformed, finished_run
 
@@ -91,7 +92,7 @@ def test_the_cli_api_and_form_pass_the_option(alice, alice_client):
     assert response.status_code in (200, 201), response.content
     assert Release.objects.get(name="api").config["include_model_captions"] is True
 
-    from curation.releases.views import ReleaseForm
+    from releases.views import ReleaseForm
 
     form = ReleaseForm(data={"name": "form", "collections": [collection.pk], "dedup": "sha256", "split_train": 1,
                              "split_val": 0, "split_test": 0, "seed": 0, "missing_image": "skip",

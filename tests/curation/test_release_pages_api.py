@@ -10,8 +10,8 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from curation.models import Release, ReleaseExport
-from curation.releases import publish
+from releases import publish
+from releases.models import Release, ReleaseExport
 
 from .test_release_services import config_for, export_now, frozen_release, make_collection, make_quality_campaign
 

@@ -14,8 +14,9 @@ from django.core.management.base import CommandError
 from PIL import Image as PILImage, ImageDraw
 
 from annotation.models import Aggregate, Campaign, Task, Vote, Worker
-from curation.models import Caption, Collection, Image, Release, ReleaseExport, ReleaseItem
-from curation.releases import ReleaseError, publish, services
+from curation.models import Caption, Collection, Image
+from releases.models import Release, ReleaseExport, ReleaseItem
+from releases import ReleaseError, publish, services
 
 FORMATS = ("coco", "karpathy", "jsonl", "csv", "parquet", "webdataset")
 

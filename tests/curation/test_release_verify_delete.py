@@ -16,9 +16,9 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from curation.models import ReleaseExport, ReleaseItem
-from curation.releases import ReleaseError, publish, services
-from curation.releases.verify import run_verify
+from releases import ReleaseError, publish, services
+from releases.models import ReleaseExport, ReleaseItem
+from releases.verify import run_verify
 
 from .test_release_services import export_now, frozen_release, make_collection
 

@@ -9,11 +9,12 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from curation.models import Collection, FilterDecision, FilterRun, Pipeline, ReleaseItem, RunChunk
+from curation.models import Collection, FilterDecision, FilterRun, Pipeline, RunChunk
 from curation.pipeline import executor, registry
 from curation.pipeline.base import Filter, drop, keep
-from curation.releases.freeze import freeze
 from curation.services import decision_override, run_create
+from releases.freeze import freeze
+from releases.models import ReleaseItem
 
 from .release_helpers import add_caption, add_image, make_release
 

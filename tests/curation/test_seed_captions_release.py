@@ -9,12 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from curation.models import Caption, CaptionSeed, Collection, Pipeline, Release, RunChunk
+from curation.models import Caption, CaptionSeed, Collection, Pipeline, RunChunk
 from curation.pipeline import executor
 from curation.pipeline.seed_captions import save_chunk_seeds, seed_text
-from curation.releases import services
-from curation.releases.forms import ReleaseForm
 from curation.services import run_create
+from releases import services
+from releases.forms import ReleaseForm
+from releases.models import Release
 
 from .release_helpers import add_image
 

@@ -11,7 +11,6 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from curation.models import Collection
-from curation.releases.freeze import freeze
 from modeling.captioning.beam import beam_search
 from modeling.captioning.decoders import Captioner, sentence_nll
 from modeling.captioning.encoder import ImageEncoder, load_encoder_weights
@@ -19,6 +18,7 @@ from modeling.captioning.vocab import Vocab, tokenize
 from modeling.models import TrainingRun
 from modeling.trainers import get_trainer
 from modeling.trainers.base import TrainingError
+from releases.freeze import freeze
 
 from ..curation.release_helpers import add_caption, add_image, make_release
 

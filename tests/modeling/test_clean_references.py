@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from curation.models import Caption
-from curation.releases.freeze import freeze
+from releases.freeze import freeze
 from modeling import engine, generate, registry
 from modeling.captioning.references import check_release_references, generated_test_references
 from modeling.models import Kind, TrainingRun

@@ -16,12 +16,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from curation.models import Caption
-from curation.releases.freeze import freeze
-from curation.releases.provenance import manifest_lines
 from modeling import engine, fluency, generation_job, registry
 from modeling.captioning.provenance import version_entry
 from modeling.generate import generate_captions, generated_captions, rerank_candidates, source_label
 from modeling.models import GenerationJob, Kind, ModelVersion, TrainingRun
+from releases.freeze import freeze
+from releases.provenance import manifest_lines
 
 from ..curation.release_helpers import make_release
 from ..curation.test_fluency_filter import make_fluency_campaign, run_pipeline, train_tiny

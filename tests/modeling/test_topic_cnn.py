@@ -14,11 +14,11 @@ from PIL import Image as PILImage
 
 from curation.models import Collection, FilterRun, ImageTopics
 from curation.pipeline import topics
-from curation.releases.freeze import freeze
 from modeling import engine
 from modeling.models import Kind, ModelVersion, TrainingRun
 from modeling.trainers import get_trainer
 from modeling.trainers.base import TrainingError
+from releases.freeze import freeze
 
 from ..curation.release_helpers import add_caption, add_image, decide, make_release
 

@@ -97,7 +97,7 @@ class Command(BaseCommand):
 
     def _create(self, opts):
         from annotation.models import Campaign
-        from curation.models import Release
+        from releases.models import Release
 
         if not opts["trainer"] and opts["campaign"] is not None:
             from modeling.trainers import DEFAULT_TRAINERS

@@ -135,7 +135,7 @@ class Context:
 
     def rows(self, split: str | None = None, fields=ROW_FIELDS):
         """Rows (tuples of ``fields``) in position order, streamed."""
-        from curation.models import ReleaseItem
+        from releases.models import ReleaseItem
 
         qs = ReleaseItem.objects.filter(release=self.release)
         if split:

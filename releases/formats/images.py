@@ -185,7 +185,7 @@ class Shards:
 def distinct_images(ctx):
     """(sha256, file, format, image id, first position, the image's current sha256, file and
     file_stat) per distinct image, by sha256."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     return (ReleaseItem.objects.filter(release=ctx.release).order_by("image_sha256", "position")
             .distinct("image_sha256")

@@ -43,7 +43,7 @@ def report_left_out(report: Report, count: int) -> None:
 
 def drop_from_test(release, positions: array, report: Report) -> int:
     """Delete the items at ``positions`` (model captions) that landed in the test split; returns how many."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     dropped = 0
     ordered = sorted(positions)

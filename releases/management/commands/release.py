@@ -21,7 +21,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Campaign
-from curation.models import Collection, FilterRun, Release, ReleaseExport
+from curation.models import Collection, FilterRun
+from releases.models import Release, ReleaseExport
 
 RULES = ("good_1plus", "good_2plus", "good_3plus", "fluent", "label")
 UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
@@ -148,7 +149,7 @@ class Command(BaseCommand):
     # --- actions -----------------------------------------------------------------------------------
 
     def do_create(self, o):
-        from curation.releases import ReleaseError, services
+        from releases import ReleaseError, services
 
         collections = [self._lookup(Collection, c, "collection").pk for c in o["collections"].split(",") if c.strip()]
         if o["run"] is not None and not FilterRun.objects.filter(pk=o["run"]).exists():
@@ -179,7 +180,7 @@ class Command(BaseCommand):
             self._freeze(release)
 
     def _freeze(self, release: Release):
-        from curation.releases import services
+        from releases import services
 
         if release.status == Release.Status.FROZEN:
             raise CommandError(f"release #{release.pk} is frozen already: it never changes")
@@ -196,7 +197,7 @@ class Command(BaseCommand):
         self._freeze(self._release(o["id"]))
 
     def do_export(self, o):
-        from curation.releases import ReleaseError, publish, services
+        from releases import ReleaseError, publish, services
 
         release = self._release(o["id"])
         options = {"images": o["images"]}
@@ -245,8 +246,8 @@ class Command(BaseCommand):
         return export
 
     def _verify(self, export: ReleaseExport):
-        from curation.releases import ReleaseError, services
-        from curation.releases.verify import run_verify
+        from releases import ReleaseError, services
+        from releases.verify import run_verify
 
         try:
             services.export_verify(export, enqueue=False)
@@ -270,7 +271,7 @@ class Command(BaseCommand):
         self._verify(self._export(o["export_id"]))
 
     def do_delete_export(self, o):
-        from curation.releases import ReleaseError, services
+        from releases import ReleaseError, services
 
         export = self._export(o["export_id"])
         try:
@@ -289,7 +290,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{r.pk:>5}  {r.status:<9} {r.items_total:>9,}  {r.content_hash[:12]:<12}  {r.name}")
 
     def _counts(self, release: Release):
-        from curation.releases.views import split_counts
+        from releases.views import split_counts
 
         for row in split_counts(release):
             self.stdout.write(f"  {row['split']:<6} {row['images']:>8,} images {row['captions']:>9,} captions")

@@ -18,7 +18,7 @@ from . import Context, dumps
 
 
 def _license_table(ctx: Context, split: str) -> dict[str, int]:
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     names = (ReleaseItem.objects.filter(release=ctx.release, split=split).order_by("license")
              .values_list("license", flat=True).distinct())

@@ -13,7 +13,7 @@ from .splits import SPLITS
 
 def summarise(release, progress=None) -> None:
     """One pass in position order: counts, content hash, card statistics."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     from .card import CardStats, dataset_card
 

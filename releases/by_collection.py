@@ -7,7 +7,8 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Q
 
-from curation.models import FilterRun, Release
+from curation.models import FilterRun
+from releases.models import Release
 
 
 def of_collection(collection_id: int) -> Q:
@@ -24,3 +25,8 @@ def of_collection(collection_id: int) -> Q:
 
 def count_for(collection_id: int) -> int:
     return Release.objects.filter(of_collection(collection_id)).count()
+
+
+def collection_context(collection) -> dict:
+    """The collection page's "Releases (n)" link (registered in ``curation.extensions`` by the app's ready())."""
+    return {"release_count": count_for(collection.pk)}

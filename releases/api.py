@@ -21,7 +21,7 @@ from rest_framework.response import Response
 
 from captionlab.roles import IsCurator
 from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
-from curation.models import Release, ReleaseExport, ReleaseItem
+from releases.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError, services
 from .by_collection import of_collection

@@ -1,4 +1,4 @@
-"""API routes of releases (included from curation/api_urls.py, under /api/)."""
+"""API routes of releases (included from the root urls, under /api/)."""
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 

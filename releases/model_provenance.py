@@ -7,10 +7,34 @@ Roles of a fluency version: ``filter`` (its score decided the item in the run's 
 data`` (it scored the data the captioner that wrote the caption was trained on). Each entry is
 modeling.captioning.provenance.version_entry: pk, version, trainer, artifact sha256.
 
+The model versions live in the app above releases (modeling): its ``ready()`` registers a provider
+(``register_provider``) that finds them and writes their entries; releases never import it.
+
 ``annotate`` runs once per batch of items, before they are written: a few queries per batch, none
 per item. Items that no model touched are left as they are.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Provider(NamedTuple):
+    """``find(fluency version numbers, version pks) -> {("fluency", number) | ("pk", pk): version}``, where a
+    version has ``pk``, ``kind``, ``version``, ``config``, ``run_id``; ``entry(version, **extra) -> dict``, the
+    recorded form of a version (``{"pk", "version", "trainer", "artifact_sha256", **extra}``)."""
+
+    find: Callable[[set, set], dict]
+    entry: Callable[..., dict]
+
+
+_provider: Provider | None = None
+
+
+def register_provider(find: Callable[[set, set], dict], entry: Callable[..., dict]) -> None:
+    """Called by the app that holds the model versions (modeling's ``ready()``)."""
+    global _provider
+    _provider = Provider(find, entry)
 
 
 def annotate(items: list, run=None) -> list:
@@ -69,11 +93,10 @@ def _generated(items) -> dict[int, dict]:
 
 
 def _versions(filtered: dict, generated: dict) -> dict:
-    """{("fluency", version number) | ("pk", pk): ModelVersion} of every version named."""
-    from django.db.models import Q
-
-    from modeling.models import Kind, ModelVersion
-
+    """{("fluency", version number) | ("pk", pk): model version} of every version named, from the registered
+    provider (none registered: no versions, and the items are left as they are)."""
+    if _provider is None:
+        return {}
     numbers = set(filtered.values())
     pks = set()
     for meta in generated.values():
@@ -81,13 +104,7 @@ def _versions(filtered: dict, generated: dict) -> dict:
         for key in ("fluency_version", "training_fluency_version"):
             if isinstance(meta.get(key), dict):
                 pks.add(meta[key].get("pk"))
-    query = Q(kind=Kind.FLUENCY, version__in=numbers) | Q(pk__in=[pk for pk in pks if isinstance(pk, int)])
-    found = {}
-    for version in ModelVersion.objects.filter(query).select_related("run"):
-        found[("pk", version.pk)] = version
-        if version.kind == Kind.FLUENCY:
-            found[("fluency", version.version)] = version
-    return found
+    return _provider.find(numbers, {pk for pk in pks if isinstance(pk, int)})
 
 
 def _generated_entries(meta: dict, versions: dict) -> tuple[dict | None, list[dict]]:
@@ -114,9 +131,7 @@ def _generated_entries(meta: dict, versions: dict) -> tuple[dict | None, list[di
 
 
 def _entry(version, **extra) -> dict:
-    from modeling.captioning.provenance import version_entry
-
-    return version_entry(version, **extra)
+    return _provider.entry(version, **extra)
 
 
-__all__ = ["annotate"]
+__all__ = ["annotate", "register_provider", "Provider"]

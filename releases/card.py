@@ -90,7 +90,7 @@ class CardStats:
 
 
 def stats_of(release) -> CardStats:
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     stats = CardStats()
     for split, text, language, sha, lic, credit, hv in (

@@ -13,7 +13,7 @@ import time
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from curation.models import Release, ReleaseExport, ReleaseItem
+from releases.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError
 

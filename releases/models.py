@@ -1,12 +1,15 @@
 """Releases: frozen, reproducible training sets. A Release holds what was asked for and the freezing
 report, its ReleaseItem rows what was frozen (caption text and image facts copied, so later edits never
 change it), and each ReleaseExport one written format of it (COCO, Karpathy, JSONL, CSV, Parquet,
-WebDataset)."""
+WebDataset).
+
+The tables keep the names they had when these models lived in the curation app (``curation_release``...):
+the move (migrations ``releases.0001_initial`` and ``curation.0014_move_releases_out``) changed Django's state only."""
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from .images import Caption, Image
+from curation.models import Caption, Image
 
 
 class Release(models.Model):
@@ -36,6 +39,7 @@ class Release(models.Model):
     frozen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "curation_release"
         ordering = ["-created_at"]
 
     def __str__(self):
@@ -76,6 +80,7 @@ class ReleaseItem(models.Model):
     provenance = models.JSONField(default=dict, help_text="lineage, decisions, overrides, votes, model versions")
 
     class Meta:
+        db_table = "curation_releaseitem"
         ordering = ["release", "position"]
         constraints = [models.UniqueConstraint(fields=["release", "position"], name="release_item_position")]
         indexes = [models.Index(fields=["release", "split", "position"])]
@@ -119,4 +124,5 @@ class ReleaseExport(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "curation_releaseexport"
         ordering = ["release", "format", "-created_at"]

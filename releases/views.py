@@ -22,7 +22,8 @@ from annotation.markdown import render_markdown
 from annotation.models import Campaign
 from captionlab import charts, roles
 from captionlab.roles import role_required
-from curation.models import Collection, Release, ReleaseExport, ReleaseItem
+from curation.models import Collection
+from releases.models import Release, ReleaseExport, ReleaseItem
 from curation.views import _render
 
 from . import ReleaseError, services

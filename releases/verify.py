@@ -18,7 +18,7 @@ from pathlib import Path
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from curation.models import ReleaseExport
+from releases.models import ReleaseExport
 
 from . import ReleaseError
 from .publish import storage_name

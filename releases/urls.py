@@ -1,4 +1,4 @@
-"""Release pages (included from curation/urls.py)."""
+"""Release pages (included from the root urls)."""
 from django.urls import path
 
 from . import views

@@ -27,7 +27,7 @@ def build_item(release, position: int, image: dict, chosen: dict, page, *, run, 
     """The unsaved ReleaseItem of one chosen caption of ``image`` (``chosen``: the selection's
     entry, with base and released caption, decisions, language, rated ids, verified, rules);
     ``page`` is the PageFacts of the image's page."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     released = chosen["released"]
     chain = prov.lineage(released["pk"], page.captions)
@@ -48,7 +48,7 @@ def build_item(release, position: int, image: dict, chosen: dict, page, *, run, 
 
 def write_items(items: list, run=None) -> None:
     """Write ``items`` in batches of ``WRITE_BATCH``, with their model provenance added."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     ReleaseItem.objects.bulk_create(model_provenance.annotate(items, run), batch_size=WRITE_BATCH)
 

@@ -14,7 +14,7 @@ from .splits import SplitPlan
 def apply_splits(release, plan: SplitPlan, ranges: list[tuple[int, int]]) -> None:
     """Assign every image's items to its split (``ranges``: per image, its first and last position;
     the plan's payload is the first position)."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     config = release.config
     restricted = config["test_human_verified"] or config.get("include_model_captions", False)

@@ -45,7 +45,7 @@ def item_line(row: tuple) -> bytes:
 
 def manifest_lines(release, chunk_size: int = 2000):
     """The release's manifest, line by line (bytes), streamed from the database."""
-    from curation.models import ReleaseItem
+    from releases.models import ReleaseItem
 
     yield header_line(release.config)
     rows = (ReleaseItem.objects.filter(release=release).order_by("position")

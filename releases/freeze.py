@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def _fail(release, message: str) -> None:
-    from curation.models import Release, ReleaseItem
+    from releases.models import Release, ReleaseItem
 
     ReleaseItem.objects.filter(release=release).delete()
     Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED, error=message[:5000])
@@ -49,7 +49,7 @@ def freeze(release, progress=None):
     """Run the selection of ``release.config`` once and freeze it (see the module docstring).
     Raises ReleaseError for a frozen release, a bad config, an empty selection or a missing image
     under ``missing_image: fail`` (the release is then FAILED with the message)."""
-    from curation.models import Release, ReleaseItem
+    from releases.models import Release, ReleaseItem
 
     with transaction.atomic():
         current = Release.objects.select_for_update().get(pk=release.pk)

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from curation.models import ReleaseExport
+from releases.models import ReleaseExport
 
 from . import ReleaseError
 from .services import Throttled, mark_attempt
