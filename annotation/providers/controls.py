@@ -226,7 +226,6 @@ def _clean_qualifications(value, field: str) -> dict:
 
 def clean_provider_config(config, field: str = "provider_config") -> dict:
     """The provider settings, every key known and every value in range."""
-
     if config in (None, ""):
         return {}
     if not isinstance(config, dict):
