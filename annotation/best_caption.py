@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .models import Aggregate, Assignment, Campaign, Membership, Task, Vote
+from .result_votes import counted_votes
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,6 @@ class Best:
 
 def written_captions(write: Campaign) -> dict[int, tuple[int, str]]:
     """{caption id: (write task id, text)} of the counted written captions."""
-    from .results import counted_votes
-
     return {cid: (task, text) for task, cid, text in counted_votes(write).filter(caption__isnull=False)
             .values_list("task_id", "caption_id", "caption__text")}
 

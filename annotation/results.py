@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 from captionlab.gcpause import cyclic_gc_paused
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.db.models.fields.json import KT
 
-from .models import Aggregate, Assignment, Campaign, Membership, Task, Vote
+from .best_caption import best_captions
+from .models import Aggregate, Campaign, Task
+from .result_votes import counted_votes, is_tie, vote_counts
 
 COLUMNS = ("task_id", "part", "image_id", "image_external_id", "caption_id", "caption_text", "votes",
            "consensus", "confidence", "tie", "method", "vote_counts", "consensus_caption_id")
@@ -155,51 +156,6 @@ def tie_break_text(campaign: Campaign) -> str:
     return "a tied majority has no label: the item is reported as a tie"
 
 
-# --- the votes ----------------------------------------------------------------------------------
-
-def counted_votes(campaign: Campaign):
-    """The votes the aggregation counts: on real tasks, not quarantined, not of a rejected
-    assignment, not of a worker blocked in the campaign or everywhere."""
-    blocked = Membership.objects.filter(campaign=campaign, blocked=True).values("worker_id")
-    return (Vote.objects.filter(campaign=campaign, role=Task.Role.REAL, task__role=Task.Role.REAL, quarantined=False)
-            .exclude(assignment__state=Assignment.State.REJECTED)
-            .exclude(Q(worker__blocked=True) | Q(worker_id__in=blocked)))
-
-
-def _category(kind, label):
-    """The label a vote counts for in vote_counts and ties (a slider's good/bad side)."""
-    side = getattr(kind, "side", None)
-    if side is not None:
-        return side({"score": label})
-    return str(label)
-
-
-def vote_counts(campaign: Campaign, task_ids=None) -> dict[tuple[int, str], Counter]:
-    """{(task, part): Counter(label)} over the counted votes. The database counts equal values per
-    task (a few rows per task instead of one per vote), Python splits them into parts."""
-    kind = campaign.kind_spec
-    counts: dict[tuple[int, str], Counter] = defaultdict(Counter)
-    votes = counted_votes(campaign).order_by()
-    if task_ids is not None:
-        votes = votes.filter(task_id__in=task_ids)
-    key = kind.label_field
-    if kind.target == "caption":  # one part per vote: the label as text, no JSON to decode
-        for task_id, label, n in votes.values_list("task_id", KT(f"value__{key}")).annotate(n=Count("id")):
-            if label is not None:
-                counts[(task_id, "")][_category(kind, float(label) if key == "score" else label)] += n
-        return counts
-    for task_id, value, n in votes.values_list("task_id", "value").annotate(n=Count("id")):
-        for part, label in kind.parts(value).items():
-            if label is not None:
-                counts[(task_id, part)][_category(kind, label)] += n
-    return counts
-
-
-def is_tie(counter: Counter) -> bool:
-    top = counter.most_common(2)
-    return len(top) == 2 and top[0][1] == top[1][1]
-
-
 # --- the rows -----------------------------------------------------------------------------------
 
 def _label_text(label) -> str | None:
@@ -303,8 +259,6 @@ def _candidate_texts(campaign, parts_of) -> dict[int, str]:
 
 def _write_rows(campaign: Campaign, method: str, task_ids=None) -> list[dict]:
     """One row per image of a write campaign: how many captions were written and the best one."""
-    from .best_caption import best_captions
-
     tasks = _tasks(campaign, task_ids)
     written = Counter(counted_votes(campaign).filter(caption__isnull=False).values_list("task_id", flat=True))
     best = best_captions(campaign, method)

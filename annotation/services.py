@@ -21,6 +21,7 @@ from .routing import worker_for_user
 MAX_TASKS = 200_000
 MAX_CANDIDATES = 8
 VERIFY_KIND = "verify_rewrite"  # its items are a run's rewrites (annotation.verify_rewrites)
+REWRITE_FILTERS = ("hypernymize",)  # the filters whose rewrites a verify_rewrite campaign checks
 
 
 class CampaignError(Exception):
@@ -63,6 +64,24 @@ def _check_settings(fields: dict) -> None:
         bad("annotator_question", "The question for annotators is limited to 300 characters.")
 
 
+def check_selection(run: FilterRun | None, step) -> int:
+    """The step a verify_rewrite campaign selects from, or a CampaignError that says what is missing."""
+    if run is None:
+        raise CampaignError("A verify-rewrite campaign needs a filter run (its hypernymize step's rewrites are "
+                            "the items).", field="run")
+    if step in (None, ""):
+        raise CampaignError("A verify-rewrite campaign needs the run's hypernymize step.", field="step")
+    step = int(step)
+    snapshot = run.snapshot or []
+    if not 0 <= step < len(snapshot):
+        raise CampaignError(f"Run #{run.pk} has {len(snapshot)} steps; choose one of them.", field="step")
+    name = snapshot[step].get("filter", "?")
+    if name not in REWRITE_FILTERS:
+        raise CampaignError(f"Step {step} of run #{run.pk} is {name!r}: a verify-rewrite campaign needs a step "
+                            f"whose filter is {' or '.join(REWRITE_FILTERS)}.", field="step")
+    return step
+
+
 def select_items(kind_name: str, selection: dict) -> list[dict]:
     """The task rows a selection gives: [{image_id, caption_id, candidates, model_score, decision}]. With a
     run and a step, ``reason`` keeps the step's decisions with that reason (e.g. uncertain_rewrite)."""
@@ -93,8 +112,6 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:
             raise CampaignError("That filter run is not a run over this collection.", field="run") from None
         decisions = FilterDecision.objects.filter(run=run, caption__isnull=False)
         if kind.name == VERIFY_KIND:
-            from .verify_rewrites import check_selection
-
             check_selection(run, step)
             decisions = decisions.exclude(text_after="")  # only rewrites can be verified
         if step not in (None, ""):

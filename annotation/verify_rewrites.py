@@ -1,7 +1,7 @@
 """Verify-rewrite campaigns: people check the rewrites a filter was unsure of (hypernymization's
 ``uncertain_rewrite``, seed 002 Section 3.4) and their verdicts go back onto the run's decisions.
 
-- ``check_selection``: a verify_rewrite campaign selects the decisions of a run's hypernymize step;
+- a verify_rewrite campaign selects the rewrites of a run's hypernymize step (``services.check_selection``);
 - ``rewrite_of``: what the work page and the API show for a task (original, rewrite, uncertain mentions);
 - ``verdicts_apply``: each item with a consensus (the campaign's per-item results, ``annotation.results``)
   is written onto its source decision through the curators' override service (a Review each, the
@@ -20,35 +20,14 @@ from collections import Counter
 
 from django.db import IntegrityError, transaction
 
-from curation.models import Caption, FilterDecision, FilterRun
+from curation.models import Caption, FilterDecision
 
 from .models import Campaign, Task
 from .services import CampaignError
 
 KIND = "verify_rewrite"
-REWRITE_FILTERS = ("hypernymize",)
 VERDICTS = ("keep", "fix", "drop")
 _QUOTED = re.compile(r"""^(['"])(.+?)\1""")
-
-
-# --- creating ------------------------------------------------------------------------------------
-
-def check_selection(run: FilterRun | None, step) -> int:
-    """The step a verify_rewrite campaign selects from, or a CampaignError that says what is missing."""
-    if run is None:
-        raise CampaignError("A verify-rewrite campaign needs a filter run (its hypernymize step's rewrites are "
-                            "the items).", field="run")
-    if step in (None, ""):
-        raise CampaignError("A verify-rewrite campaign needs the run's hypernymize step.", field="step")
-    step = int(step)
-    snapshot = run.snapshot or []
-    if not 0 <= step < len(snapshot):
-        raise CampaignError(f"Run #{run.pk} has {len(snapshot)} steps; choose one of them.", field="step")
-    name = snapshot[step].get("filter", "?")
-    if name not in REWRITE_FILTERS:
-        raise CampaignError(f"Step {step} of run #{run.pk} is {name!r}: a verify-rewrite campaign needs a step "
-                            f"whose filter is {' or '.join(REWRITE_FILTERS)}.", field="step")
-    return step
 
 
 # --- showing -------------------------------------------------------------------------------------
@@ -116,7 +95,7 @@ def _consensus(campaign: Campaign) -> dict[int, str]:
 
 def _fixed_texts(campaign: Campaign, task_ids) -> dict[int, tuple[str, Counter]]:
     """{task id: (the most voted fixed text, first given among ties; votes per label)} over the counted votes."""
-    from .results import counted_votes
+    from .result_votes import counted_votes
 
     texts: dict[int, Counter] = {}
     labels: dict[int, Counter] = {}
@@ -227,4 +206,4 @@ def counts_text(counts: dict) -> str:
             f"already as verified, {counts['no_consensus']} without a consensus yet.")
 
 
-__all__ = ["counts_text", "check_selection", "rewrite_of", "mentions", "highlighted", "verdicts_apply", "KIND"]
+__all__ = ["counts_text", "rewrite_of", "mentions", "highlighted", "verdicts_apply", "KIND"]

@@ -33,8 +33,9 @@ def main(argv=None) -> int:
     from modeling.models import TrainingRun
     from modeling.trainers.base import TrainingError
 
-    from modeling.engine import ddp, driver
+    from modeling.engine import ddp
     from modeling.engine.progress import _Cancelled, _Progress
+    from modeling.engine.steps import fail_run
 
     if args.trainer_module:
         importlib.import_module(args.trainer_module)  # a trainer registered outside modeling.trainers
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     except TrainingError as exc:
         if rank == 0:
             run.refresh_from_db()
-            driver._fail(run, _Progress(run), str(exc))
+            fail_run(run, _Progress(run), str(exc))
         return 1
     finally:
         if dist.is_initialized():

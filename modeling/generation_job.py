@@ -20,6 +20,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from captionlab import tasks
+
 from .models import GenerationJob
 
 logger = logging.getLogger(__name__)
@@ -78,10 +80,9 @@ def _default_name(versions) -> str:
 
 
 def job_enqueue(job: GenerationJob) -> None:
-    """Send the job to its queue (``gpu``) once the surrounding transaction commits."""
-    from .tasks import generate_for_evaluation
-
-    transaction.on_commit(lambda: generate_for_evaluation.delay(job.pk))
+    """Send the job to its queue (``gpu``: the task ``modeling.generate_for_evaluation``) once the surrounding
+    transaction commits."""
+    transaction.on_commit(lambda: tasks.enqueue("modeling.generate_for_evaluation", job.pk))
 
 
 def percent(job: GenerationJob) -> int:

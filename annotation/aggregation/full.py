@@ -9,11 +9,11 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from ..models import Aggregate, Campaign, Membership, Task, Worker
-from . import store
 from .agreement import krippendorff_alpha, worker_alpha
 from .frames import Results, blocked_workers, counted_votes, label_key, load_votes
 from .methods import MODEL_METHODS, BradleyTerry, Categorical, Rover, run_fits
 from .per_task import per_task_rows, tie_break_rule
+from .store import campaign_lock, replace_rows, set_stats, write_reliability
 from .tally import contributions, figures
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def aggregate_campaign(campaign_id: int) -> dict:
     if campaign is None:
         log.info("campaign %s is gone; nothing to aggregate", campaign_id)
         return {}
-    with store.campaign_lock(campaign.pk):
+    with campaign_lock(campaign.pk):
         campaign.refresh_from_db(fields=["provider_config", "votes_per_item"])
         started = timezone.now()  # votes changed from here on are the next incremental pass's
         kind = campaign.kind_spec
@@ -102,9 +102,9 @@ def aggregate_campaign(campaign_id: int) -> dict:
         stats["incremental"] = {"version": STATE_VERSION, "watermark": started.isoformat(),
                                 "blocked": sorted(blocked), "tally": tally, "pending_votes": 0,
                                 "models_at": started.isoformat()}
-        store.replace_rows(results.rows, Aggregate.objects.filter(task__campaign=campaign))
-        store.write_reliability(campaign, models["workers"])
-        store.set_stats(campaign.pk, stats)
+        replace_rows(results.rows, Aggregate.objects.filter(task__campaign=campaign))
+        write_reliability(campaign, models["workers"])
+        set_stats(campaign.pk, stats)
     return stats
 
 

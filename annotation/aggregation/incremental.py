@@ -27,11 +27,11 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..models import Campaign, Task, Vote
-from . import store
+from ..models import Aggregate, Campaign, Task, Vote
 from .frames import Results, blocked_workers, load_votes
 from .full import STATE_VERSION, vote_counts
 from .per_task import PER_TASK_METHODS, per_task_rows, tie_break_rule
+from .store import campaign_lock, merge_stats, per_task_scope, replace_rows
 from .tally import apply, contributions, figures
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def aggregate_changes(campaign_id: int) -> dict | None:
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:
         return {}
-    with store.campaign_lock(campaign.pk, wait=False) as got:
+    with campaign_lock(campaign.pk, wait=False) as got:
         if not got:
             return None
         campaign.refresh_from_db(fields=["stats", "provider_config", "votes_per_item"])
@@ -80,13 +80,13 @@ def aggregate_changes(campaign_id: int) -> dict | None:
         votes = load_votes(campaign, task_ids)
         results = Results()
         per_task_rows(campaign, kind, votes, results, rule)
-        scope = store.Aggregate.objects.filter(task__campaign=campaign, method__in=PER_TASK_METHODS) if fresh \
-            else store.per_task_scope(task_ids, PER_TASK_METHODS)
+        scope = Aggregate.objects.filter(task__campaign=campaign, method__in=PER_TASK_METHODS) if fresh \
+            else per_task_scope(task_ids, PER_TASK_METHODS)
         old = {(a.task_id, a.part, a.method): (a.label, a.confidence, a.n_votes, a.details)
                for a in scope.only("task_id", "part", "method", "label", "confidence", "n_votes", "details")}
         tally = apply({} if fresh else state.get("tally") or {}, contributions(kind, old),
                       contributions(kind, results.rows))
-        store.replace_rows(results.rows, scope)
+        replace_rows(results.rows, scope)
         counts = vote_counts(campaign, blocked)
         new_state = {**state, "version": STATE_VERSION, "watermark": started.isoformat(), "blocked": sorted(blocked),
                      "tally": tally,
@@ -98,7 +98,7 @@ def aggregate_changes(campaign_id: int) -> dict | None:
         if fresh:
             top["n_tasks"] = Task.objects.filter(campaign=campaign, role=Task.Role.REAL).count()
         labels = figures(kind, tally, rule)["label_distribution"]
-        store.merge_stats(campaign.pk, top, labels, PER_TASK_METHODS)
+        merge_stats(campaign.pk, top, labels, PER_TASK_METHODS)
     campaign.refresh_from_db(fields=["stats"])
     return campaign.stats
 

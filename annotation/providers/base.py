@@ -12,14 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..models import Assignment, Campaign, ProviderJob, Worker
+from . import money
+from .errors import ProviderError
 
-
-class ProviderError(Exception):
-    """A provider refused or could not be reached; ``retryable`` says whether backing off helps."""
-
-    def __init__(self, message: str, *, code: str = "provider_error", retryable: bool = False):
-        super().__init__(message)
-        self.message, self.code, self.retryable = message, code, retryable
+__all__ = ["CrowdProvider", "ProviderError", "Submission", "get_provider", "providers", "register"]
 
 
 @dataclass
@@ -76,8 +72,6 @@ class CrowdProvider:
     # -- money ---------------------------------------------------------------------------------
     def fee_cents(self, amount_cents: int, *, kind: str, max_assignments: int = 1, campaign=None) -> int:
         """The provider's fee on a reward or bonus of ``amount_cents``."""
-        from . import money
-
         return money.fee_cents(self.name, amount_cents, kind, max_assignments, campaign)
 
     # -- the worker's browser ------------------------------------------------------------------

@@ -34,9 +34,11 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from ..models import Assignment, Campaign, LedgerEntry
+from ..models import Campaign, LedgerEntry
 from ..services import CampaignError
 from . import money
+from .errors import ProviderError
+from .linkout import admitted, check_completion_url
 
 MTURK_CLOSED = ("closed by Amazon since 2026-09-30: usable only against an MTurk-compatible endpoint set in "
                 "MTURK_ENDPOINT_URL")
@@ -224,9 +226,6 @@ def _clean_qualifications(value, field: str) -> dict:
 
 def clean_provider_config(config, field: str = "provider_config") -> dict:
     """The provider settings, every key known and every value in range."""
-    from .linkout import check_completion_url
-    from .base import ProviderError
-
     if config in (None, ""):
         return {}
     if not isinstance(config, dict):
@@ -374,13 +373,6 @@ def _check_change(campaign: Campaign, clean: dict) -> None:
         _bad("places", "Add places to a launched study with Extend on the provider page: it commits their reward.")
     if new_places and new_places < admitted(campaign):
         _bad("places", f"{admitted(campaign)} participants are admitted already; places cannot go below that.")
-
-
-def admitted(campaign: Campaign) -> int:
-    """Participants holding a place: external workers with an assignment neither returned nor rejected."""
-    return (Assignment.objects.filter(campaign=campaign, state__in=(Assignment.State.ACTIVE, Assignment.State.SUBMITTED,
-                                                                     Assignment.State.APPROVED))
-            .exclude(worker__provider=Campaign.Backend.INHOUSE).values("worker_id").distinct().count())
 
 
 def create_campaign(*, controls: dict, **create) -> Campaign:

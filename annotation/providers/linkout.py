@@ -9,8 +9,9 @@ and ends on a completion code and a redirect back to the marketplace.
 Money: launching commits places x reward plus the marketplace's fee (``money``); an approval
 draws the participant's reward out of that commitment and pays it; finishing releases the rest.
 Without an API, approvals, rejections and bonuses go to the marketplace as the CSV files it takes
-(``export_csv``) and the marketplace's status export comes back through ``import_statuses``; with
-``provider_config["api"] == "prolific"`` the same calls go through ``prolific.ProlificClient``.
+(``linkout_files.export_csv``) and the marketplace's status export comes back through
+``linkout_files.import_statuses``; with ``provider_config["api"] == "prolific"`` the same calls go
+through ``prolific.ProlificClient`` (``linkout_files.sync_api``).
 
 provider_config keys: participant_param, study_param, session_param, consent (Markdown),
 completion_code, completion_code_per_assignment, completion_url (https, "{code}" is replaced),
@@ -100,6 +101,13 @@ def _places(campaign: Campaign) -> int:
     return places
 
 
+def admitted(campaign: Campaign) -> int:
+    """Participants holding a place: external workers with an assignment neither returned nor rejected."""
+    return (Assignment.objects.filter(campaign=campaign, state__in=(Assignment.State.ACTIVE, Assignment.State.SUBMITTED,
+                                                                     Assignment.State.APPROVED))
+            .exclude(worker__provider=Campaign.Backend.INHOUSE).values("worker_id").distinct().count())
+
+
 PLACES_LOCK_CLASS = 23_001  # first key of the PostgreSQL advisory lock that serialises admissions
 
 
@@ -114,8 +122,6 @@ def admit(campaign: Campaign, participant_id: str) -> None:
     (nothing else takes it, so it cannot join a deadlock); the caller creates the assignment in
     the same transaction. SQLite writes one transaction at a time anyway."""
     from django.db import connection
-
-    from .controls import admitted
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -154,7 +160,7 @@ def validate(campaign: Campaign) -> None:
 class LinkoutProvider(CrowdProvider):
     name = "linkout"
     label = "Link-out marketplace (Prolific, Connect...)"
-    has_api = False  # a campaign with provider_config["api"] syncs through sync_api()
+    has_api = False  # a campaign with provider_config["api"] syncs through linkout_files.sync_api()
 
     def credentials_status(self, campaign):
         client = _client(campaign)
@@ -400,9 +406,5 @@ def _status(value) -> str:
 
 LinkoutProvider.instance = register(LinkoutProvider())
 
-# The marketplace's CSV files and status sync live in their own module; imported last because they use
-# LinkoutProvider.instance.
-from .linkout_files import apply_status, export_csv, import_statuses, sync_api  # noqa: E402
-
 __all__ = ["LinkoutProvider", "admit", "config", "valid_id", "check_completion_url", "completion_url", "completion_code_for",
-           "export_csv", "import_statuses", "apply_status", "sync_api", "validate", "DEFAULTS", "DEFAULT_CONSENT"]
+           "admitted", "validate", "DEFAULTS", "DEFAULT_CONSENT"]

@@ -1,6 +1,6 @@
 """The link-out provider's files and sync: the CSVs a marketplace takes (approvals, rejections,
 bonuses) written through the platform's one CSV writer, the marketplace's status export read back, and
-the same statuses pulled through its API. Split out of ``linkout`` (which re-exports these names)."""
+the same statuses pulled through its API. Split out of ``linkout``, on top of it."""
 from __future__ import annotations
 
 import csv

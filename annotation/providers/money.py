@@ -23,7 +23,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from ..models import Assignment, Campaign, LedgerEntry, Task, Vote
-from .base import ProviderError
+from .errors import ProviderError
 
 Kind, State = LedgerEntry.Kind, LedgerEntry.State
 

@@ -312,7 +312,7 @@ def sync_all() -> dict:
             _update_config(campaign, last_sync={"at": timezone.now().isoformat(), "error": exc.message})
             out[campaign.pk] = {"error": exc.message}
     # Link-out campaigns whose marketplace has an API (Prolific) are pulled the same way.
-    from .linkout import sync_api
+    from .linkout_files import sync_api
 
     for campaign in Campaign.objects.filter(backend=Campaign.Backend.LINKOUT, status=Campaign.Status.RUNNING,
                                             provider_config__api="prolific"):

@@ -18,7 +18,7 @@ from captionlab.roles import role_required
 
 from .. import batch_csv
 from ..models import Assignment, Campaign
-from ..providers import controls, linkout, money
+from ..providers import controls, linkout, linkout_files, money
 from ..services import CampaignError
 from ..providers.base import ProviderError, get_provider
 from .helpers import _campaign, _cents, _int, _page, _report_text, _upload_text
@@ -126,7 +126,7 @@ def provider_action(request, pk, action):
             messages.success(request, "Finished.")
         elif action == "sync":
             if campaign.backend == Campaign.Backend.LINKOUT:
-                report = linkout.sync_api(campaign)
+                report = linkout_files.sync_api(campaign)
                 messages.success(request, _report_text(report))
             else:
                 from ..tasks_providers import provider_sync  # MTurk's sync task
@@ -183,7 +183,7 @@ def provider_assignment(request, pk, assignment_id, op):
 def provider_export(request, pk, kind):
     campaign = _campaign(pk)
     try:
-        text = linkout.export_csv(campaign, kind)
+        text = linkout_files.export_csv(campaign, kind)
     except ProviderError:
         raise Http404("No such export.") from None
     response = HttpResponse(text, content_type="text/csv; charset=utf-8")
@@ -199,7 +199,7 @@ def provider_import(request, pk):
     text, problem = _upload_text(request)
     if text is None:
         return _page(request, campaign, status=400, error=problem)
-    report = linkout.import_statuses(campaign, text)
+    report = linkout_files.import_statuses(campaign, text)
     status = 400 if report["problems"] and not any(report[k] for k in ("approved", "rejected", "confirmed",
                                                                         "expired", "unchanged")) else 200
     return _page(request, campaign, status=status, import_report=report, import_summary=_report_text(report))

@@ -18,11 +18,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-
-def noun_forms(word: str) -> list[str]:
-    from .seeds import noun_forms as forms
-
-    return forms(word)
+from .seed_words import noun_forms
 
 NOT_CONFIGURED = "not run: no model configured"
 ENGLISH = frozenset(["", "en", "eng", "english"])

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from captionlab import tasks
 from modeling.trainers.base import TrainingError
 
 from . import pretrained
@@ -249,11 +250,9 @@ def cache_reset(cache) -> None:
 def cache_request(*, release, encoder: str, image_size: int = 0):
     """The cache of ``release``'s features by the pack model ``encoder``, queued on the ``gpu`` queue (after commit)
     unless it is done: so the features are ready before the first run asks for them."""
-    from modeling.tasks import cache_features
-
     row = pretrained.model_row(encoder)
     settings, digest = pretrained.preprocessing(row, pretrained.processor_for(row, image_size), image_size)
     cache = cache_for(release, row, settings, digest)
     if cache.status != cache.Status.DONE:
-        transaction.on_commit(lambda: cache_features.delay(cache.pk))
+        transaction.on_commit(lambda: tasks.enqueue("modeling.cache_features", cache.pk))
     return cache

@@ -9,6 +9,7 @@
     fit.py          fit_in_memory: the same loop without a run row or storage
     cv.py           k-fold cross-validation of small binary data sets
     driver.py       train(run_id): a run from start (or checkpoint) to a registered ModelVersion
+    steps.py        the run's steps the driver and every DDP rank take: start, resume, evaluate, register
     ddp.py          the same run on several processes (DistributedDataParallel via torchrun, modeling/ddp_worker.py)
 
 Out of memory: the epoch is restarted from its start with half the batch size, down to

@@ -16,7 +16,7 @@ and waits. Each process (a rank) runs ``train_rank``:
   the same best-epoch and early-stopping decisions without exchanging them;
 - rank 0 alone writes progress, checkpoints, the evaluation and the artifact; the others are quiet.
 
-Resume is the driver's: every rank loads the run's last checkpoint. A rank that dies takes the others
+Resume is the driver's (steps.py): every rank loads the run's last checkpoint. A rank that dies takes the others
 down (torchrun stops the group); ``launch`` then fails the run with the exit code and the last lines of
 the processes' output, and keeps its checkpoint, so a retry continues from there.
 """
@@ -163,11 +163,12 @@ def train_rank(run, rank: int, world: int, local_rank: int) -> None:
 
     from ..threads import run_threads, torch_threads
     from ..trainers import get_trainer
-    from . import driver
+    from .checkpoints import save_checkpoint
     from .device import seed_everything
     from .fit import setup_model
     from .loop import LoopState, restore_best, run_epochs
     from .progress import Quiet, _Progress
+    from .steps import checkpoint_due, evaluate_model, log_data, mark_started, register_model, resume_from_checkpoint
 
     trainer = get_trainer((run.config or {}).get("trainer", ""))
     config = trainer.config(run.config)
@@ -178,20 +179,20 @@ def train_rank(run, rank: int, world: int, local_rank: int) -> None:
     with torch_threads(max(1, run_threads(config) // world)):  # the ranks share the worker's cores
         seed = int(config.get("seed", 0))
         if rank == 0:
-            driver._start(run, progress, trainer, config, device)
+            mark_started(run, progress, trainer, config, device)
         seed_everything(seed)
         prepared = trainer.prepare(run)
         if rank == 0:
-            driver._log_data(progress, prepared)
+            log_data(progress, prepared)
         seed_everything(seed)
         model, optimizer, scaler = setup_model(trainer, config, prepared.info, device)
         state = LoopState(batch_size=int(config["batch_size"]), steps_per_epoch=run.steps_per_epoch or 0)
         if run.checkpoint:
-            driver._resume(run, state, model, optimizer, scaler, prepared, config, progress)
+            resume_from_checkpoint(run, state, model, optimizer, scaler, prepared, config, progress)
 
         def checkpoint(s) -> None:
-            if rank == 0 and driver._checkpoint_due(s, config):
-                progress.set(checkpoint=driver.save_checkpoint(run, s, model, optimizer, scaler, prepared.data_hash))
+            if rank == 0 and checkpoint_due(s, config):
+                progress.set(checkpoint=save_checkpoint(run, s, model, optimizer, scaler, prepared.data_hash))
 
         run_epochs(ShardedTrainer(trainer, rank, world), wrap(model, device), optimizer, scaler, prepared, config,
                    device, state, progress, after_epoch=checkpoint)
@@ -200,9 +201,9 @@ def train_rank(run, rank: int, world: int, local_rank: int) -> None:
         restore_best(model, state, config, progress)
         progress.set(status=run.Status.EVALUATING)
         progress.flush(force=True)
-        metrics = driver._evaluate(trainer, model, prepared, config, device, state, progress)
+        metrics = evaluate_model(trainer, model, prepared, config, device, state, progress)
         metrics["ddp"] = {"processes": world, "backend": backend(config)}
-        driver._register(run, trainer, model, prepared, config, device, metrics, progress)
+        register_model(run, trainer, model, prepared, config, device, metrics, progress)
 
 
 __all__ = ["processes", "backend", "launch", "ShardedTrainer", "wrap", "train_rank", "RANK_ENV"]

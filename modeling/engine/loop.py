@@ -16,10 +16,10 @@ from typing import NamedTuple
 
 from .. import registry
 from ..trainers.base import TrainingError
-from . import schedule
 from .checkpoints import _cpu, _state_bytes
 from .device import amp_dtype, epoch_seed, is_oom
 from .progress import _Cancelled
+from .schedule import apply as apply_schedule, current_lr, is_constant, start as start_schedule
 
 POINTS_PER_EPOCH = 20  # loss points per epoch in the history (the live curve)
 
@@ -124,18 +124,18 @@ def _run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoc
     n_steps, dry = _steps_in_epoch(trainer, batches, prepared.train, cfg, epoch, seed, steps_per_epoch)
     if dry:
         torch.manual_seed(epoch_seed(seed, epoch))  # the dry pass may have drawn from the global generator
-    scheduled = not schedule.is_constant(config)
+    scheduled = not is_constant(config)
     if scheduled:
-        schedule.start(optimizer, config)
+        start_schedule(optimizer, config)
     every = max(1, (n_steps or POINTS_PER_EPOCH) // POINTS_PER_EPOCH)
     started, mark = time.perf_counter(), len(history)
     total_loss, total_n, window_loss, window_n, step = 0.0, 0, 0.0, 0, 0
     grad_clip = float(config.get("grad_clip") or 0)
-    lr = schedule.current_lr(optimizer)
+    lr = current_lr(optimizer)
     pending: list = []  # (loss tensor, n) since the last point: read together, one GPU sync per point, not per step
     for batch in batches:
         if scheduled:
-            lr = schedule.apply(optimizer, global_step + step, epoch + min(step / max(n_steps, 1), 1.0), epoch)
+            lr = apply_schedule(optimizer, global_step + step, epoch + min(step / max(n_steps, 1), 1.0), epoch)
         with torch.autocast(device_type=device.type, dtype=amp_dtype(device), enabled=use_amp):
             loss, n = trainer.loss(model, batch, device, cfg)
         _step(loss, model, optimizer, scaler, grad_clip)
@@ -253,7 +253,7 @@ def _attempt_epoch(trainer, model, optimizer, scaler, prepared, config, device, 
         optimizer.load_state_dict(saved["optimizer"])
         del state.history[mark:]
         return None
-    return EpochResult(loss, samples, seconds, steps, val_loss, schedule.current_lr(optimizer))
+    return EpochResult(loss, samples, seconds, steps, val_loss, current_lr(optimizer))
 
 
 def _record(state: LoopState, result: EpochResult, model, config) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from captionlab import tasks
+
 from ..captioning.references import check_release_references
 from ..models import Kind, TrainingRun
 from ..trainers import get_trainer
 from ..trainers.base import TrainingError
-from . import schedule
+from .schedule import check as check_schedule
 from .progress import worker_lost
 
 # config key -> smallest allowed whole number
@@ -54,14 +56,12 @@ def _check_config(merged: dict) -> None:
         raise TrainingError("seed must be a whole number and lr a positive number.", code="bad_config") from None
     if not isinstance(merged.get("select_best", True), bool):
         raise TrainingError("select_best must be true or false.", code="bad_config")
-    schedule.check(merged)
+    check_schedule(merged)
 
 
 def enqueue(run: TrainingRun) -> None:
-    """Send the run to the ``gpu`` queue once the surrounding transaction commits."""
-    from ..tasks import train as train_task
-
-    transaction.on_commit(lambda: train_task.delay(run.pk))
+    """Send the run to the ``gpu`` queue (the task ``modeling.train``) once the surrounding transaction commits."""
+    transaction.on_commit(lambda: tasks.enqueue("modeling.train", run.pk))
 
 
 def retryable(run: TrainingRun) -> bool:

@@ -11,6 +11,8 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from captionlab import tasks
+
 from ..models import Kind, LearningLoop, LoopRound, Sampler
 from ..trainers import get_trainer
 from ..trainers.base import TrainingError
@@ -113,11 +115,10 @@ def round_start(loop: LearningLoop, *, user=None, trigger: str = "manual", enque
 
 
 def _send(round_id: int) -> None:
-    """Queue the round's task; a broker that cannot take it fails the round (nothing waits forever)."""
-    from ..tasks import loop_round
-
+    """Queue the round's task (``modeling.loop_round``); a broker that cannot take it fails the round (nothing
+    waits forever)."""
     try:
-        loop_round.delay(round_id)
+        tasks.enqueue("modeling.loop_round", round_id)
     except Exception as exc:  # noqa: BLE001 - kombu/redis errors vary; the curator sees the message
         LoopRound.objects.filter(pk=round_id, status=LoopRound.Status.QUEUED).update(
             status=LoopRound.Status.FAILED, finished_at=timezone.now(), stage="lost",

@@ -7,7 +7,7 @@ from django.urls import reverse
 from annotation import routing
 from annotation.models import Assignment, Campaign, ProviderJob
 from annotation.tasks_providers import provider_publish
-from annotation.views_mturk import valid_submit_to
+from annotation.providers.mturk.frame import valid_submit_to
 
 from .test_mturk_sync import campaign, fake  # noqa: F401 - fixtures
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Assignment, LedgerEntry
-from annotation.providers import linkout, money
+from annotation.providers import linkout, linkout_files, money
 from annotation.providers.base import ProviderError
 from annotation.providers.prolific import ProlificClient
 
@@ -139,12 +139,12 @@ def test_launch_sync_approve_reject_bonus_through_the_api(prolific, campaign, al
         "sub2": {"id": "sub2", "participant_id": "aaaaaaaaaaaaaaaaaaaaaaa2", "status": "RETURNED",
                  "study_code": "", "study_id": study_id},
     }
-    report = linkout.sync_api(campaign)
+    report = linkout_files.sync_api(campaign)
     assert (report["confirmed"], report["expired"]) == (1, 1)
     a1 = Assignment.objects.get(worker__external_id="aaaaaaaaaaaaaaaaaaaaaaa1")
     a2 = Assignment.objects.get(worker__external_id="aaaaaaaaaaaaaaaaaaaaaaa2")
     assert a1.confirmed and a1.provider_assignment_id == "sub1" and a2.state == "expired"
-    assert linkout.sync_api(campaign)["unchanged"] == 2  # idempotent
+    assert linkout_files.sync_api(campaign)["unchanged"] == 2  # idempotent
 
     url = reverse("provider-assignment", args=[campaign.pk, a1.pk, "approve"])
     assert alice_client.post(url, {"feedback": "good"}).status_code == 302

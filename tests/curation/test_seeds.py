@@ -7,7 +7,8 @@ from curation.models import Caption, CaptionSeed, Collection, FilterRun, Image
 from curation.pipeline import registry
 from curation.pipeline.base import DROP, KEEP, Item
 from curation.pipeline.nlp import items_for_texts
-from curation.pipeline.seeds import CaptionSeeds, save_seeds, verb_forms
+from curation.pipeline.seed_words import verb_forms
+from curation.pipeline.seeds import CaptionSeeds, save_seeds
 
 
 @pytest.fixture(scope="module")

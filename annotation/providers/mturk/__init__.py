@@ -29,6 +29,7 @@ from .. import money
 from ..base import CrowdProvider, register
 from .assignments import AssignmentReviewMixin
 from .client import CREDENTIAL_CODES, RETRYABLE_CODES, MTurkClientMixin, log, make_client
+from .frame import framable, mturk_session, valid_submit_to
 from .layout import (DEFAULTS, EXTERNAL_QUESTION_XSD, ID_RE, PREVIEW_ASSIGNMENT_ID, QUAL_APPROVAL_RATE,
                      QUAL_APPROVED_HITS, QUAL_LOCALE, SUBMIT_HOSTS, HitLayoutMixin, _int_config, _money_str,
                      external_question, external_url, hits_needed, qualification_requirements)
@@ -61,21 +62,19 @@ class MTurkProvider(MTurkClientMixin, HitLayoutMixin, HitPublishingMixin, Assign
     def finish_assignment(self, request, campaign: Campaign, assignment: Assignment) -> HttpResponse:
         """An auto-submitting form that posts the assignmentId to turkSubmitTo/mturk/externalSubmit
         (the votes are stored by then)."""
-        from ... import views_mturk
-
-        info = views_mturk.mturk_session(request, campaign)
-        submit_to = views_mturk.valid_submit_to(info.get("turk_submit_to", "")) if info else None
+        info = mturk_session(request, campaign)
+        submit_to = valid_submit_to(info.get("turk_submit_to", "")) if info else None
         if not info or submit_to is None or info.get("assignment_id") != assignment.provider_assignment_id:
             html = render_to_string("annotation/mturk/message.html", {
                 "campaign": campaign, "title": "Cannot submit to MTurk",
                 "message": "This page does not know where to submit your HIT. Open the HIT again from MTurk."},
                 request=request)
-            return views_mturk.framable(HttpResponse(html, status=400))
+            return framable(HttpResponse(html, status=400))
         html = render_to_string("annotation/mturk/submit.html", {
             "campaign": campaign, "action": submit_to + "/mturk/externalSubmit",
             "assignment_id": assignment.provider_assignment_id, "tasks_done": assignment.tasks_done,
         }, request=request)
-        return views_mturk.framable(HttpResponse(html))
+        return framable(HttpResponse(html))
 
 
 register(MTurkProvider())

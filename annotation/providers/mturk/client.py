@@ -59,8 +59,6 @@ class MTurkClientMixin:
     @property
     def client(self):
         if self._client is None:
-            from . import make_client  # looked up on the package, so tests can patch it there
-
             return make_client()  # a fresh client follows the settings of the moment
         return self._client
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from ...models import Campaign, LedgerEntry, ProviderJob, Task
 from .. import money
 from ..base import ProviderError
-from .layout import DEFAULTS, _money_str
+from .layout import DEFAULTS, _money_str, external_question, external_url, qualification_requirements
 
 
 class HitPublishingMixin:
@@ -26,9 +26,6 @@ class HitPublishingMixin:
         """Create the campaign's HITs. Everything that can refuse (settings, HTTPS, credentials,
         the whole budget) is checked before the first HIT; a retry after an interruption
         creates only the HITs still missing."""
-        # looked up on the package, so tests can patch them at annotation.providers.mturk.<name>
-        from . import external_question, external_url, qualification_requirements
-
         client = self.client
         layout = self.layout(campaign)
         url = external_url(campaign)

@@ -5,8 +5,8 @@ from collections import Counter
 
 from ..base import DROP, KEEP, Decision, Filter, Item, drop, keep
 from ..registry import register
+from .consistency import garbled, lost, names_left
 from .lexicon import HEAD_WORDS, HYPERNYMS, KEPT_TIME_WORDS, LOCATION_PREPOSITIONS, UNITS
-from . import consistency
 from .rewrite import Prepared, Rewrite
 from .sanity import check_params
 
@@ -125,12 +125,12 @@ class Hypernymize(Filter):
             return Decision(DROP, "inconsistent", rw.words, {**details, "why": why}, new_text)
         if rw.uncertain:
             details["uncertain"] = rw.uncertain
-        left = consistency.names_left(rw, rw.units_out)
+        left = names_left(rw, rw.units_out)
         if left:
             return Decision(DROP, "name_left", rw.words, {**details, "names": left}, new_text)
-        if content_changed and self.params["drop_garbled"] and (why := consistency.garbled(rw, rw.units_out)):
+        if content_changed and self.params["drop_garbled"] and (why := garbled(rw, rw.units_out)):
             return Decision(DROP, "inconsistent", rw.words, {**details, "why": why}, new_text)
-        if content_changed and (gone := consistency.lost(rw, rw.units_out, self.params["recheck"])):
+        if content_changed and (gone := lost(rw, rw.units_out, self.params["recheck"])):
             why = f"the rewrite lost its only {' and '.join(gone)}: it fails the text filters again"
             return Decision(DROP, "inconsistent", rw.words, {**details, "why": why, "lost": gone}, new_text)
         if rw.uncertain and self.params["on_uncertain"] != "guess":
