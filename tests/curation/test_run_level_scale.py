@@ -47,7 +47,7 @@ def _chunks_done(collection: Collection, monkeypatch, steps: list[dict] = STEPS)
     """A run of ``steps`` over the collection with every chunk done and the run not finished yet."""
     pipeline = Pipeline.objects.create(name=f"dedupe {collection.name}", steps=steps)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    monkeypatch.setattr("curation.pipeline.executor.runs.finish", lambda run_id: None)  # the chunks run; finishing is measured
+    monkeypatch.setattr("curation.pipeline.executor.runs.finish", lambda run_id: None)  # the chunks run; finish measured
     executor.start(run.pk, enqueue=lambda *a: None)
     for index in RunChunk.objects.filter(run=run).values_list("index", flat=True):
         executor.run_chunk(run.pk, index)

@@ -67,6 +67,9 @@ def decision_tail(position: int, step: dict, decision: Decision, before: str, re
 
 
 _DECISION_COPY = f"COPY {FilterDecision._meta.db_table} ({', '.join(DECISION_COLUMNS)}) FROM STDIN"
+# The dumpers of DECISION_COLUMNS' values, fixed once per COPY: psycopg then formats a row in about half the
+# time it takes to choose a dumper per value. The details go as text, which the server reads as jsonb.
+_COPY_TYPES = ("int8", "int8", "int8", "int2", "text", "text", "float8", "text", "text", "text", "text", "text")
 
 
 class DecisionWriter:
@@ -98,6 +101,7 @@ class DecisionWriter:
             self._cursor = connection.connection.cursor()
             self._copying = self._cursor.copy(_DECISION_COPY)
             self._copy = self._copying.__enter__()
+            self._copy.set_types(_COPY_TYPES)
         write_row = self._copy.write_row
         for row in rows:
             write_row(row)
@@ -150,6 +154,7 @@ def write_decisions(rows: list[tuple]) -> None:
             "step smallint, filter_name text, outcome text, score double precision, reason text, details text, "
             "text_before text, text_after text, override text) ON COMMIT DELETE ROWS")
         with cursor.copy(f"COPY {stage} ({columns}) FROM STDIN") as copy:
+            copy.set_types(_COPY_TYPES)
             for row in rows:
                 copy.write_row(row)
         cursor.execute(

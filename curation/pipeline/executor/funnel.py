@@ -19,8 +19,9 @@ FUNNEL_LOCK_CLASS = 0x434C46  # "CLF"
 @contextmanager
 def funnel_lock(*run_ids: int):
     """A transaction in which no other writer of these runs' funnels runs: finalising a run (the funnel
-    counted over its decisions) and overriding decisions (a review, then a recount). Without it an override committed while finalise reads could be missed by the funnel it
-    saves, and two overrides' recounts could be saved in the wrong order. On PostgreSQL a transaction-level
+    counted over its decisions) and overriding decisions (a review, then a recount). Without it an override
+    committed while finalise reads could be missed by the funnel it saves, and two overrides' recounts could
+    be saved in the wrong order. On PostgreSQL a transaction-level
     advisory lock per run (chunks, which update the run's row as they finish, do not wait for it);
     SQLite, the embedded default, runs one writer at a time anyway."""
     with transaction.atomic():
