@@ -40,6 +40,7 @@ BUILD = CHILD_SETUP + """
 from django.db import connection
 from curation.models import Caption, Collection, Image, Pipeline, RunChunk
 from curation.pipeline import executor
+from curation.pipeline.executor import runs
 from curation.services import run_create
 
 size, steps = {size}, {steps!r}
@@ -65,7 +66,7 @@ with connection.cursor() as cursor:
     cursor.execute("ANALYZE")
 pipeline = Pipeline.objects.create(name=f"bench {{size}}", steps=[{{"filter": s}} for s in steps])
 run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-executor.finish = lambda run_id: None  # the chunks only: finishing is measured in its own process
+runs.finish = lambda run_id: None  # the chunks only: finishing is measured in its own process
 executor.start(run.pk, enqueue=lambda *a: None)
 for index in RunChunk.objects.filter(run=run).values_list("index", flat=True):
     executor.run_chunk(run.pk, index)

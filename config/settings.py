@@ -300,10 +300,6 @@ TORCH_THREADS = env.int("TORCH_THREADS", default=0)
 # The attribute ruler's rules matched by lookup tables (curation/pipeline/ruler.py): the same annotations
 # as spaCy's Matcher, in about a twentieth of the time; false keeps spaCy's Matcher.
 SPACY_COMPILED_RULER = env.bool("SPACY_COMPILED_RULER", default=True)
-# With REDIS_URL: the workers of a filter run share the decisions of texts that repeat in the collection
-# (curation/pipeline/shared.py), at most this many texts a run; false keeps each worker to its own cache.
-FILTER_SHARED_DECISIONS = env.bool("FILTER_SHARED_DECISIONS", default=True)
-FILTER_SHARED_DECISIONS_MAX_TEXTS = env.int("FILTER_SHARED_DECISIONS_MAX_TEXTS", default=200_000)
 
 # --- Celery -----------------------------------------------------------------------------------
 # No REDIS_URL: tasks run in the calling process (eager mode, the embedded default).

@@ -134,7 +134,7 @@ def run_create(*, collection: Collection, pipeline, user=None, enqueue: bool = T
 def decision_override(*, decision, outcome: str, note: str = "", user=None):
     """A curator's override of one decision, kept with its history; the run's funnel is recounted."""
     from .models import FilterDecision, Review
-    from .pipeline.executor import compute_funnel, funnel_lock
+    from .pipeline.executor.funnel import compute_funnel, funnel_lock
 
     if outcome not in FilterDecision.Outcome.values:
         raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")
@@ -174,7 +174,7 @@ def _reconcile_on_commit(decisions) -> None:
 def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:
     """Bulk override (one Review per decision), then one recount."""
     from .models import FilterDecision, Review
-    from .pipeline.executor import compute_funnel, funnel_lock
+    from .pipeline.executor.funnel import compute_funnel, funnel_lock
 
     if outcome not in FilterDecision.Outcome.values:
         raise IngestError(f"outcome must be one of {FilterDecision.Outcome.values}")

@@ -387,7 +387,7 @@ def test_the_run_page_draws_the_funnel_with_the_counts_and_percentages(alice_cli
 
 
 def test_the_run_page_lists_failed_chunks_with_their_errors(alice_client, collection, monkeypatch):
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 2)
     run = make_run(collection, steps=STEPS + [{"filter": "test_pp_explode"}])
     assert run.chunks_failed == 1
     html = alice_client.get(reverse("run-detail", args=[run.pk])).content.decode()

@@ -118,8 +118,8 @@ class RunChunk(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     seconds = models.FloatField(null=True, blank=True)
-    # {step: {outcome: decisions}} that the chunk wrote, saved with its being done: the run's funnel is
-    # their sum (plus the run-level steps), not a count over the run's decisions (a dozen rows per caption).
+    # No longer written: the funnel is one GROUP BY over the run's decisions (executor/funnel.py). Kept until a
+    # migration drops the column.
     counts = models.JSONField(null=True, blank=True)
 
     class Meta:
@@ -215,7 +215,7 @@ class Review(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Finalising a run looks for overrides made since it was created (see executor._funnel_from_chunks).
+        # Reviews by date (an index kept from when finalising a run looked for overrides made since it was created).
         indexes = [models.Index(fields=["created_at"], name="review_created_idx")]
 
 

@@ -42,9 +42,6 @@ class Item:
     # Filled by transforms for display: [(start, end)] character spans of raw_text removed.
     removed_spans: list[tuple[int, int]] = field(default_factory=list)
     entity_types: list[str] = field(default_factory=list)
-    # The executor's: whether the raw text occurs more than once in the run's collection (its decisions
-    # are then shared with the run's other workers: see pipeline/shared.py).
-    shared: bool = False
 
 
 @dataclass(slots=True)

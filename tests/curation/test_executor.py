@@ -4,6 +4,7 @@ import pytest
 
 from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
 from curation.pipeline import executor, registry
+from curation.pipeline.executor import chunks
 from curation.pipeline.base import Decision, Filter, drop, keep
 from curation.services import decision_override, run_create
 
@@ -85,7 +86,7 @@ def collection():
 def run_it(collection, steps=STEPS, chunk=2, monkeypatch=None):
     pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=steps)
     if monkeypatch:
-        monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk)
+        monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", chunk)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)
     for chunk_row in RunChunk.objects.filter(run=run):
@@ -147,7 +148,7 @@ def test_an_override_changes_the_funnel_and_keeps_its_history(collection, monkey
     assert decision.final_outcome == "keep" and decision.reviews.get().note == "sarcasm, fine"
 
 
-def test_the_funnel_is_the_sum_of_the_chunks_counts_and_equals_a_count_of_the_decisions(collection, monkeypatch):
+def test_the_funnel_is_a_count_of_the_decisions(collection, monkeypatch):
     # Image drops, a transform, a failing chunk (its decisions roll back) and a run-level step.
     Caption.objects.create(image=Image.objects.get(external_id="i0"), text="this will explode", origin="alt_text")
     Image.objects.create(collection=collection, external_id="i3", width=300, height=200, format="JPEG",
@@ -156,16 +157,13 @@ def test_the_funnel_is_the_sum_of_the_chunks_counts_and_equals_a_count_of_the_de
         Caption.objects.create(image=Image.objects.get(external_id="i3"), text=text, origin="alt_text")
     run = run_it(collection, monkeypatch=monkeypatch)
     assert run.chunks_failed == 1 and run.chunks_done == 1
-    done = run.chunks.get(status=RunChunk.Status.DONE)
-    assert done.counts == {"0": {"keep": 2}, "1": {"keep": 5}, "2": {"keep": 3, "drop": 2}}  # images i2 and i3
-    assert run.chunks.get(status=RunChunk.Status.FAILED).counts is None
     assert run.funnel == executor.compute_funnel(run)
     assert {row["filter"]: row["dropped"] for row in run.funnel} == {
         "test_wide_enough": 0, "test_strip_stock": 0, "test_no_bad_words": 2, "test_one_per_image": 1}
 
 
 def test_an_override_made_while_the_run_goes_is_counted_in_the_funnel_it_ends_with(collection, monkeypatch, alice):
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 2)
     run = run_create(collection=collection, pipeline=Pipeline.objects.create(name="mid", steps=STEPS), enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)
     first, second = RunChunk.objects.filter(run=run).order_by("index")
@@ -179,10 +177,9 @@ def test_an_override_made_while_the_run_goes_is_counted_in_the_funnel_it_ends_wi
     assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
 
 
-def test_chunks_done_without_counts_fall_back_to_counting_the_decisions(collection, monkeypatch):
+def test_finalising_again_counts_the_same_funnel_from_the_decisions(collection, monkeypatch):
     run = run_it(collection, monkeypatch=monkeypatch)
     expected = run.funnel
-    run.chunks.update(counts=None)  # chunks done before counts were kept
     run.funnel = []
     executor.finalise(run)
     assert run.funnel == expected == executor.compute_funnel(run)
@@ -240,16 +237,16 @@ def test_a_run_has_decisions_about_images_through_their_own_rows_or_their_captio
     """What decides between a re-delivered chunk's plain COPY and its ON CONFLICT path."""
     run = run_it(collection, monkeypatch=monkeypatch)
     wide, narrow, third = (Image.objects.get(collection=collection, external_id=f"i{i}") for i in range(3))
-    assert executor._has_decisions(run, [wide.pk, narrow.pk])
+    assert chunks.has_decisions(run, [wide.pk, narrow.pk])
     FilterDecision.objects.filter(run=run, image=wide, caption__isnull=False).delete()
-    assert executor._has_decisions(run, [wide.pk])  # its own row is left
+    assert chunks.has_decisions(run, [wide.pk])  # its own row is left
     FilterDecision.objects.filter(run=run, image=third, caption__isnull=True).delete()
-    assert executor._has_decisions(run, [third.pk])  # its captions' rows are left
+    assert chunks.has_decisions(run, [third.pk])  # its captions' rows are left
     FilterDecision.objects.filter(run=run, image__in=[wide, third]).delete()
-    assert not executor._has_decisions(run, [wide.pk, third.pk])
+    assert not chunks.has_decisions(run, [wide.pk, third.pk])
     other = run_create(collection=collection, pipeline=Pipeline.objects.create(name="other", steps=STEPS), enqueue=False)
-    assert not executor._has_decisions(other, [narrow.pk])
-    assert not executor._has_decisions(run, [])
+    assert not chunks.has_decisions(other, [narrow.pk])
+    assert not chunks.has_decisions(run, [])
 
 
 def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the_funnel_chains(  # noqa: PLR0915
@@ -273,7 +270,7 @@ def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the
         decision_override(decision=reviewed, outcome="keep", note="looked at it", user=alice)
         real_finalise(run)
 
-    monkeypatch.setattr(executor, "finalise", finalise_after_a_review)
+    monkeypatch.setattr("curation.pipeline.executor.runlevel.finalise", finalise_after_a_review)
     run = run_it(collection, steps=steps, monkeypatch=monkeypatch)
     assert run.status == FilterRun.Status.DONE
     dup = FilterDecision.objects.get(run=run, step=1, image=copy)

@@ -6,11 +6,13 @@ from django.db.models import RestrictedError
 
 from curation.models import Caption, Collection, FilterDecision, Image, Pipeline, RunChunk
 from curation.pipeline import executor, nlp
+from curation.pipeline.executor import chunks, decisions, funnel, items
+from curation.pipeline.executor import steps as executor_steps
 from curation.pipeline.hypernym import Hypernymize
 from curation.services import run_create
 
 pytestmark = pytest.mark.django_db
-MEMOISABLE = executor._memoisable
+MEMOISABLE = executor_steps.memoisable
 
 STEPS = ["boilerplate_drop", "boilerplate_crop", "caption_length", "language", "pos_presence", "noun_ratio",
          "unique_word_ratio", "token_repetition", "capitalisation", "unknown_tokens", "polarity", "profanity"]
@@ -30,9 +32,9 @@ TEXTS = [
 
 
 def _run(collection, sub_batch, chunk_images, monkeypatch, steps=STEPS, step_by_step=False):
-    monkeypatch.setattr(executor, "SUB_BATCH_CAPTIONS", sub_batch)
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", chunk_images)
-    monkeypatch.setattr(executor, "_memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
+    monkeypatch.setattr("curation.pipeline.executor.chunks.SUB_BATCH_CAPTIONS", sub_batch)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", chunk_images)
+    monkeypatch.setattr(executor_steps, "memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
     monkeypatch.setattr(Hypernymize, "text_keyed", not step_by_step)
     pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=[{"filter": s} for s in steps])
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
@@ -70,7 +72,7 @@ def collection():
 
 def test_streamed_sub_batches_write_the_decisions_of_the_plain_path(collection, monkeypatch):
     plain = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, step_by_step=True)
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     streamed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch)
     assert streamed.chunks_total == 3 and streamed.chunks_done == 3
     expected, found = _decisions(plain), _decisions(streamed)
@@ -111,7 +113,7 @@ def test_a_rerun_chunk_writes_nothing_twice_and_a_failing_sub_batch_writes_nothi
 
     original = ProfanityFilter.apply_distinct  # what the executor calls with one item per distinct text
     monkeypatch.setattr(ProfanityFilter, "apply_distinct", boom)
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     pipeline = Pipeline.objects.create(name="failing", steps=[{"filter": s} for s in STEPS])
     failing = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(failing.pk, enqueue=lambda *a: None)
@@ -130,10 +132,10 @@ MIXED = ["boilerplate_drop", "hypernymize", "boilerplate_crop", "caption_length"
 
 
 def test_groups_decided_per_distinct_text_write_the_decisions_of_the_step_by_step_path(collection, monkeypatch):
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     stepwise = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, steps=MIXED,
                     step_by_step=True)
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     grouped = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=MIXED)
     expected, found = _decisions(stepwise), _decisions(grouped)
     assert len(found) == len(expected) > 36 * 3
@@ -214,12 +216,12 @@ def test_the_preset_text_path_parses_each_distinct_text_once_and_writes_the_step
         parsed.extend(found)
         return found
 
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     stepwise = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, steps=PRESET_TEXT,
                     step_by_step=True)
     monkeypatch.setattr(nlp, "parse_unique", counting)
     nlp._DOC_CACHE.clear()
-    executor._DECISION_CACHE[:] = [{}, {}]
+    executor_steps.clear_decision_cache()
     keyed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
     assert keyed.chunks_total == 3
     expected, found = _decisions(stepwise), _decisions(keyed)
@@ -253,9 +255,9 @@ def test_a_text_keyed_step_that_leaves_the_spans_alone_keeps_those_of_the_crop(c
 
     def run(step_by_step):
         monkeypatch.setattr(Hypernymize, "text_keyed", not step_by_step)
-        monkeypatch.setattr(executor, "_memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
-        monkeypatch.setattr(executor, "CHUNK_IMAGES", 1000 if step_by_step else 12)
-        executor._DECISION_CACHE[:] = [{}, {}]
+        monkeypatch.setattr(executor_steps, "memoisable", (lambda step, flt: False) if step_by_step else MEMOISABLE)
+        monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 1000 if step_by_step else 12)
+        executor_steps.clear_decision_cache()
         pipeline = Pipeline.objects.create(name=f"long{Pipeline.objects.count()}", steps=steps)
         run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
         executor.start(run.pk, enqueue=lambda *a: None)
@@ -284,13 +286,13 @@ class _NotPostgres:
 
 
 def test_the_embedded_default_writes_every_row_of_a_group_and_the_children(collection, monkeypatch):
-    """Without COPY a group's caption line (one row per step) is split into its rows: the same decisions and
-    child captions as on PostgreSQL, each with an empty override (the rows after the first were lost, and the
-    first's override held the next row's run id)."""
-    executor._DECISION_CACHE[:] = [{}, {}]
+    """Without COPY (bulk_create) every row of a group's caption (one row per step) is written: the same
+    decisions and child captions as on PostgreSQL, each with an empty override."""
+    executor_steps.clear_decision_cache()
     expected = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
-    monkeypatch.setattr(executor, "connection", _NotPostgres())
-    executor._DECISION_CACHE[:] = [{}, {}]
+    for module in (chunks, decisions, items, funnel):  # each module of the executor that asks the connection
+        monkeypatch.setattr(module, "connection", _NotPostgres())
+    executor_steps.clear_decision_cache()
     embedded = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
     assert _decisions(embedded) == _decisions(expected)
     assert [t for _, t in _children(embedded)] == [t for _, t in _children(expected)]

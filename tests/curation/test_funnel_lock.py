@@ -7,6 +7,7 @@ from django.db import connection
 
 from curation.models import FilterDecision, FilterRun, Pipeline, RunChunk
 from curation.pipeline import executor
+from curation.pipeline.executor import funnel
 from curation.services import decision_override, run_create
 
 from ..conftest import REQUIRE_SERVICES
@@ -40,7 +41,7 @@ def _thread(name, target, errors):
 
 def _first_chunk_done(collection, monkeypatch, name):
     """A run in two chunks with the first done: (the run, its second chunk, a decision of the first)."""
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 2)
     run = run_create(collection=collection, pipeline=Pipeline.objects.create(name=name, steps=STEPS), enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)
     first, second = RunChunk.objects.filter(run=run).order_by("index")
@@ -58,18 +59,19 @@ def _assert_done_counting_the_override(run, compute_funnel):
 def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funnel(collection, monkeypatch, alice):  # noqa: F811
     run, second, narrow = _first_chunk_done(collection, monkeypatch, "race")
 
-    # Hold finalise between reading the overrides and saving the funnel it sums from the chunks' counts,
-    # while the override is made: the window in which an unserialised override is lost.
+    # Hold finalise between counting the funnel and saving it, while the override is made: the window in
+    # which an unserialised override is lost.
     read, go = threading.Event(), threading.Event()
-    sum_counts = executor._funnel_rows
+    count = funnel.compute_funnel
 
-    def held(*args, **kwargs):
+    def held(run_):
+        counted = count(run_)
         if threading.current_thread().name == "finalise":
             read.set()
             assert go.wait(timeout=30)
-        return sum_counts(*args, **kwargs)
+        return counted
 
-    monkeypatch.setattr(executor, "_funnel_rows", held)
+    monkeypatch.setattr(funnel, "compute_funnel", held)
     errors: list = []
     finishing = _thread("finalise", lambda: executor.run_chunk(run.pk, second.index), errors)
     assert read.wait(timeout=30), errors
@@ -92,7 +94,7 @@ def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, mon
 
     # Hold the override inside its transaction (its review made, not committed) while the run finalises.
     inside, go = threading.Event(), threading.Event()
-    recount = executor.compute_funnel
+    recount = funnel.compute_funnel
 
     def held(run_):
         if threading.current_thread().name == "override":
@@ -100,7 +102,7 @@ def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, mon
             assert go.wait(timeout=30)
         return recount(run_)
 
-    monkeypatch.setattr(executor, "compute_funnel", held)
+    monkeypatch.setattr(funnel, "compute_funnel", held)
     errors: list = []
     overriding = _thread("override", lambda: decision_override(decision=narrow, outcome="keep", note="wide enough",
                                                                user=alice), errors)

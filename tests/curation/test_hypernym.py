@@ -295,7 +295,7 @@ def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types
         image = Image.objects.create(collection=collection, external_id=f"i{i}", format="JPEG", width=640, height=480,
                                      sha256=f"{i}" * 64)
         Caption.objects.create(image=image, text=text, origin="alt_text")
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 2)
     run = executed_run(collection, [
         {"filter": "hypernymize", "params": {"entity_words": {"Harrison Ford": "actor", "Calista Flockhart": "actor"}}},
         {"filter": "rare_entity_types", "params": {"min_count": 1}},

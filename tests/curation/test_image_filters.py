@@ -343,7 +343,7 @@ def test_the_paper_image_steps_run_through_the_executor_and_each_bad_image_stops
     steps = ["image_format", "image_size", "aspect_ratio", "decodable", "unsafe_content", "exact_duplicate",
              "near_duplicate"]
     pipeline = Pipeline.objects.create(name="images", steps=[{"filter": name} for name in steps])
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 2)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 2)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)
     for chunk in RunChunk.objects.filter(run=run):

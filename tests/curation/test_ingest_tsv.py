@@ -108,7 +108,8 @@ def test_the_threaded_postgres_writer_lands_the_same_rows(tmp_path, settings):
     assert Image.objects.filter(collection=collection).count() == 3
 
 
-def test_a_redelivered_import_after_a_worker_crash_finishes_without_duplicates(tmp_path, collection, settings):
+def test_a_redelivered_import_after_a_worker_crash_finishes_without_duplicates(tmp_path, collection, settings,
+                                                                                monkeypatch):
     """acks_late re-delivers the task of a worker killed mid-import: the rerun lands only what is
     missing and reports the whole file once."""
     settings.INGEST_BATCH_SIZE = 2
@@ -127,12 +128,10 @@ def test_a_redelivered_import_after_a_worker_crash_finishes_without_duplicates(t
             raise SystemExit("worker killed")
         return real(*args, **kwargs)
 
-    runner.write_url_rows = crash_on_second_batch
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(writer, "write_url_rows", crash_on_second_batch)
         with pytest.raises(SystemExit):
             runner.import_run(job.pk)
-    finally:
-        runner.write_url_rows = real
     job.refresh_from_db()
     assert job.status == ImportJob.Status.RUNNING and Caption.objects.count() == 2
     job = runner.import_run(job.pk)

@@ -162,7 +162,7 @@ RUN_CAPTIONS = {
 @pytest.fixture
 def run(db, monkeypatch):
     """Ines's scrape of alt-text with its markup, through markup, crop, emoji (strip) and length."""
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 3)  # several chunks, as a worker pool gets them
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 3)  # several chunks, as a pool gets them
     collection = Collection.objects.create(name="Scrape with markup", language="en")
     for i, (key, text) in enumerate(RUN_CAPTIONS.items()):
         image = Image.objects.create(collection=collection, external_id=key, width=800, height=600, format="JPEG",

@@ -59,7 +59,7 @@ def scraped():
 
 @pytest.fixture
 def run(scraped, monkeypatch):
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 5)  # several chunks, as a worker pool gets them
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 5)  # several chunks, as a pool gets them
     pipeline = Pipeline.objects.create(name="cc text steps", steps=caption_steps())
     run = run_create(collection=scraped, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda run_id, index: None)

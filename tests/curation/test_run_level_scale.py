@@ -47,7 +47,7 @@ def _chunks_done(collection: Collection, monkeypatch, steps: list[dict] = STEPS)
     """A run of ``steps`` over the collection with every chunk done and the run not finished yet."""
     pipeline = Pipeline.objects.create(name=f"dedupe {collection.name}", steps=steps)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
-    monkeypatch.setattr(executor, "finish", lambda run_id: None)  # the chunks run; finishing is measured
+    monkeypatch.setattr("curation.pipeline.executor.runs.finish", lambda run_id: None)  # the chunks run; finish measured
     executor.start(run.pk, enqueue=lambda *a: None)
     for index in RunChunk.objects.filter(run=run).values_list("index", flat=True):
         executor.run_chunk(run.pk, index)
@@ -89,7 +89,7 @@ def test_the_finalising_workers_peak_memory_does_not_grow_with_the_run(monkeypat
     # Batches of 1,000 rows: both runs fill them (the small one has 2,800 images), so what is measured is what
     # grows with the run beyond a batch. Finishing is idempotent: the small run is finished once first, so that
     # neither measurement pays for first imports and caches.
-    monkeypatch.setattr(executor, "RUN_LEVEL_BATCH", 1000)
+    monkeypatch.setattr("curation.pipeline.executor.runlevel.RUN_LEVEL_BATCH", 1000)
     executor.finish(small.pk)
     small_peak, large_peak = _finish_peak(small), _finish_peak(large)
     # About 10,000 and 100,000 comments.
@@ -157,7 +157,7 @@ def test_the_topic_models_peak_memory_does_not_grow_with_the_run(monkeypatch):
     # 4,000 and 40,000 comments (tracemalloc slows every allocation: ten times more would take minutes).
     small = _chunks_done(_themed_collection("coast 2019", 1_000), monkeypatch, LDA_STEPS)
     large = _chunks_done(_themed_collection("coast 2020", 10_000), monkeypatch, LDA_STEPS)
-    monkeypatch.setattr(executor, "RUN_LEVEL_BATCH", 1000)
+    monkeypatch.setattr("curation.pipeline.executor.runlevel.RUN_LEVEL_BATCH", 1000)
     executor.finish(small.pk)  # first imports, the parser's load and its caches are not the run's
     small_peak, large_peak = _finish_peak(small), _finish_peak(large)
 
@@ -202,7 +202,7 @@ def test_near_duplicates_over_a_run_cost_bytes_per_image_not_a_row_each(monkeypa
     steps = [{"filter": "near_duplicate"}]
     small = _chunks_done(_hashed_collection("gulls 2019", 3_000), monkeypatch, steps)
     large = _chunks_done(_hashed_collection("gulls 2020", 30_000), monkeypatch, steps)
-    monkeypatch.setattr(executor, "RUN_LEVEL_BATCH", 1000)
+    monkeypatch.setattr("curation.pipeline.executor.runlevel.RUN_LEVEL_BATCH", 1000)
     executor.finish(small.pk)
     small_peak, large_peak = _finish_peak(small), _finish_peak(large)
     for run, images in ((small, 3_000), (large, 30_000)):

@@ -34,7 +34,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_writes_each_decision_once(mon
         Caption.objects.create(image=image, text=f"a caption of image number {i}", origin="alt_text")
         Caption.objects.create(image=image, text="short", origin="alt_text")
     pipeline = Pipeline.objects.create(name="slow", steps=[{"filter": "test_slow_length", "params": {"seconds": 1.0}}])
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 1)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 1)
     from curation.services import run_create
 
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)

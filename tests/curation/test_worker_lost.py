@@ -36,7 +36,7 @@ def test_a_killed_workers_run_shows_worker_lost_and_retry_finishes_it(monkeypatc
         image = Image.objects.create(collection=collection, external_id=f"l{i}", status="missing")
         Caption.objects.create(image=image, text=f"a caption of image number {i}", origin="alt_text")
     pipeline = Pipeline.objects.create(name="slow", steps=[{"filter": "test_slow_length", "params": {"seconds": 2.0}}])
-    monkeypatch.setattr(executor, "CHUNK_IMAGES", 1)
+    monkeypatch.setattr("curation.pipeline.executor.planning.CHUNK_IMAGES", 1)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
     queue_chunks(run, queue)

@@ -12,50 +12,12 @@ The modules, by responsibility:
   ``coco``: one reader per source kind;
 - ``downloads``: queuing the job's image downloads in chunks, and fetching one chunk.
 
-Every name the single module had is importable from here. Setting one of them on this package
-(``runner.write_url_rows = ...`` in a test) sets it in the module that uses it too, as it did when
-the runner was one module.
+A test that replaces a function patches the module that owns it (``curation.ingest.writer.write_url_rows``),
+not this package.
 """
 from __future__ import annotations
 
-import sys
-import types
+from .downloads import download_chunk, start_downloads
+from .job import import_run
 
-from .. import download, images, lines
-from ..report import Report, RowError
-from ..writer import UrlRow, insert_captions, write_url_rows
-from . import coco, comments, downloads, folders, job, source, tsv
-from .coco import _land_coco_image, _run_coco
-from .comments import _images_by_external_id, _run_comments
-from .downloads import _store_downloaded, download_chunk, start_downloads
-from .folders import _land_member, _read_sidecar, _run_images
-from .job import _fail, _finalise_counts, import_run, log
-from .source import DEFAULT_ORIGIN, PROGRESS_EVERY, PROGRESS_ROWS, _language, _local_source, _origin
-from .tsv import _BatchWriter, _run_tsv
-
-# Every name the single module defined or used as a module attribute (its helpers included), so that
-# pyflakes and readers see them as re-exports.
-__all__ = [
-    "download", "images", "lines", "Report", "RowError", "UrlRow", "insert_captions", "write_url_rows",
-    "_land_coco_image", "_run_coco", "_images_by_external_id", "_run_comments", "_store_downloaded",
-    "download_chunk", "start_downloads", "_land_member", "_read_sidecar", "_run_images", "_fail",
-    "_finalise_counts", "import_run", "log", "DEFAULT_ORIGIN", "PROGRESS_EVERY", "PROGRESS_ROWS", "_language",
-    "_local_source", "_origin", "_BatchWriter", "_run_tsv", "coco", "comments", "downloads", "folders", "job",
-    "source", "tsv",
-]
-
-_MODULES = (source, tsv, comments, folders, coco, downloads, job)
-
-
-class _Package(types.ModuleType):
-    """This package, whose attributes, when set, are set in each of its modules that holds the name: the
-    functions and settings that tests replace (``write_url_rows``, ``PROGRESS_ROWS``) keep their effect."""
-
-    def __setattr__(self, name, value):
-        super().__setattr__(name, value)
-        for module in _MODULES:
-            if name in vars(module):
-                setattr(module, name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__all__ = ["download_chunk", "import_run", "start_downloads"]

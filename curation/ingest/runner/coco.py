@@ -13,13 +13,13 @@ from ...models import Caption, Image, ImportJob
 from .. import download, images, lines
 from ..report import RowError
 from ..writer import insert_captions
-from .source import PROGRESS_EVERY, _language, _local_source, _origin
+from .source import PROGRESS_EVERY, caption_language, caption_origin, local_source
 
 
-def _run_coco(job, report, on_progress):
-    origin, language = _origin(job), _language(job)
+def run_coco(job, report, on_progress):
+    origin, language = caption_origin(job), caption_language(job)
     images_dir = job.options.get("images_dir")
-    with _local_source(job) as path, open(path, "rb") as fh:
+    with local_source(job) as path, open(path, "rb") as fh:
         try:
             doc = json.load(fh)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -11,11 +11,11 @@ from ...models import Caption, Image, ImportJob
 from .. import lines
 from ..report import RowError
 from ..writer import insert_captions
-from .source import PROGRESS_ROWS, _language, _local_source, _origin
+from .source import PROGRESS_ROWS, caption_language, caption_origin, local_source
 
 
-def _run_comments(job, report, on_progress):
-    origin, language = _origin(job), _language(job)
+def run_comments(job, report, on_progress):
+    origin, language = caption_origin(job), caption_language(job)
     batch: list[tuple[int, str, str]] = []
 
     placeholders = (job.options or {}).get("unknown_images", "placeholder") == "placeholder"
@@ -44,7 +44,7 @@ def _run_comments(job, report, on_progress):
         batch.clear()
         on_progress(job)
 
-    with _local_source(job) as path, open(path, "rb") as fh:
+    with local_source(job) as path, open(path, "rb") as fh:
         ImportJob.objects.filter(pk=job.pk).update(rows_total=lines.count_lines(fh))
         count = 0
         for count, (lineno, value) in enumerate(lines.iter_lines(fh), start=1):

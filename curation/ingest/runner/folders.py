@@ -17,7 +17,7 @@ from ...models import Caption, Image, ImportJob
 from .. import images, lines
 from ..report import Report, RowError
 from ..writer import insert_captions
-from .source import _language, _local_source, _origin
+from .source import caption_language, caption_origin, local_source
 
 
 def _read_sidecar(data: bytes, report: Report, name: str) -> dict[str, list[dict]]:
@@ -52,10 +52,10 @@ def _read_sidecar(data: bytes, report: Report, name: str) -> dict[str, list[dict
     return rows
 
 
-def _run_images(job, report, on_progress):
-    origin, language = _origin(job), _language(job)
+def run_images(job, report, on_progress):
+    origin, language = caption_origin(job), caption_language(job)
     sidecar_name = job.options.get("sidecar") or "captions.csv"
-    with _local_source(job) as path, images.open_members(path) as members:
+    with local_source(job) as path, images.open_members(path) as members:
         sidecar: dict[str, list[dict]] = {}
         for member in members:
             if isinstance(member, images.Member) and member.name == sidecar_name:

@@ -10,11 +10,11 @@ from django.utils import timezone
 
 from ...models import Caption, Image, ImportIssue, ImportJob
 from ..report import Report, RowError
-from .coco import _run_coco
-from .comments import _run_comments
+from .coco import run_coco
+from .comments import run_comments
 from .downloads import start_downloads
-from .folders import _run_images
-from .tsv import _run_tsv
+from .folders import run_images
+from .tsv import run_tsv
 
 log = logging.getLogger(__package__)  # the logger the single module had: curation.ingest.runner
 
@@ -30,10 +30,10 @@ def import_run(job_id: int, *, on_progress=None) -> ImportJob:
     ImportIssue.objects.filter(job=job).delete()
     job.refresh_from_db()
     reader = {
-        ImportJob.Kind.IMAGES: _run_images,
-        ImportJob.Kind.TSV: _run_tsv,
-        ImportJob.Kind.COCO: _run_coco,
-        ImportJob.Kind.COMMENTS: _run_comments,
+        ImportJob.Kind.IMAGES: run_images,
+        ImportJob.Kind.TSV: run_tsv,
+        ImportJob.Kind.COCO: run_coco,
+        ImportJob.Kind.COMMENTS: run_comments,
     }[job.kind]
     report = Report(job)
     try:

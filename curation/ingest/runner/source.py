@@ -25,7 +25,7 @@ PROGRESS_ROWS = 2000
 
 
 @contextlib.contextmanager
-def _local_source(job: ImportJob):
+def local_source(job: ImportJob):
     """A local path for the job's source: the server path, or the upload (copied out of S3 if need be)."""
     if job.source_path:
         yield Path(job.source_path)
@@ -43,12 +43,12 @@ def _local_source(job: ImportJob):
         yield Path(tmp.name)
 
 
-def _origin(job: ImportJob) -> str:
+def caption_origin(job: ImportJob) -> str:
     origin = job.options.get("origin") or DEFAULT_ORIGIN[job.kind]
     if origin not in Caption.Origin.values:
         raise RowError("bad_option", f"unknown caption origin {origin!r}")
     return origin
 
 
-def _language(job: ImportJob) -> str:
+def caption_language(job: ImportJob) -> str:
     return job.options.get("language") or job.collection.language

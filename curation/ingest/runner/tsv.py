@@ -10,17 +10,17 @@ from django.conf import settings
 from django.db import connection
 
 from ...models import ImportJob
-from .. import download, lines
+from .. import download, lines, writer
 from ..report import RowError
-from ..writer import UrlRow, write_url_rows
-from .source import PROGRESS_ROWS, _language, _local_source, _origin
+from ..writer import UrlRow
+from .source import PROGRESS_ROWS, caption_language, caption_origin, local_source
 
 
-def _run_tsv(job, report, on_progress):
-    origin, language = _origin(job), _language(job)
+def run_tsv(job, report, on_progress):
+    origin, language = caption_origin(job), caption_language(job)
     batch: list[UrlRow] = []
-    with _BatchWriter(job, report, on_progress, origin=origin, language=language) as writer:
-        with _local_source(job) as path, open(path, "rb") as fh:
+    with _BatchWriter(job, report, on_progress, origin=origin, language=language) as batches:
+        with local_source(job) as path, open(path, "rb") as fh:
             ImportJob.objects.filter(pk=job.pk).update(rows_total=lines.count_lines(fh))
             count = 0
             for count, (lineno, value) in enumerate(lines.iter_lines(fh), start=1):
@@ -40,10 +40,10 @@ def _run_tsv(job, report, on_progress):
                     continue
                 batch.append(UrlRow(lineno, caption, url))
                 if len(batch) >= settings.INGEST_BATCH_SIZE:
-                    writer.submit(batch)
+                    batches.submit(batch)
                     batch = []
             report.add(rows_read=count % PROGRESS_ROWS)
-            writer.submit(batch)
+            batches.submit(batch)
 
 
 class _BatchWriter:
@@ -60,7 +60,7 @@ class _BatchWriter:
 
     def _write(self, rows):
         try:
-            return write_url_rows(self.job, rows, origin=self.origin, language=self.language)
+            return writer.write_url_rows(self.job, rows, origin=self.origin, language=self.language)
         finally:
             if self.threaded:
                 connection.close()  # this thread's own connection
@@ -72,7 +72,7 @@ class _BatchWriter:
             self._account(rows, future.result())
 
     def _account(self, rows, result):
-        # The rows were counted as read when they were read (``_run_tsv``); here, what they landed.
+        # The rows were counted as read when they were read (``run_tsv``); here, what they landed.
         self.report.add(rows_imported=result.captions_created,
                         images_created=result.images_created, captions_created=result.captions_created)
         self.report.flush()

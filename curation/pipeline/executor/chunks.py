@@ -5,12 +5,12 @@ from __future__ import annotations
 from django.db import connection, transaction
 
 from ...models import Caption, FilterDecision, FilterRun
-from .. import nlp, shared
+from .. import nlp
 from ..base import Filter, Item
-from .decisions import _DecisionWriter, _save_transformed
+from .decisions import DecisionWriter, save_transformed
 from .items import load_items
 from .planning import instantiate
-from .steps import _run_steps, _shares_decisions
+from .steps import run_steps
 
 
 # --- Chunks ---------------------------------------------------------------------------------------
@@ -21,20 +21,20 @@ from .steps import _run_steps, _shares_decisions
 # chunk's own transaction as soon as they are made: PostgreSQL inserts them (and updates the indexes)
 # on its own core while this process computes the next sub-batch. Other steps run over the whole
 # chunk, as one batch. Texts are parsed only when a step needs a decision about them that is not known
-# yet. Decision rows are built as COPY text lines: for steps decided by the text alone, the lines
-# (outcome, score, reason, details JSON, ...) are built once per distinct text and kept per worker
-# process, so a duplicate caption costs one string join.
+# yet. For steps decided by the text alone, a decision's values (outcome, score, reason, details JSON,
+# ...) are built once per distinct text and kept per worker process, so a duplicate caption costs one
+# tuple per decision.
 
 SUB_BATCH_CAPTIONS = 256
 
 
-class _ChunkState:
-    """What the steps of one chunk accumulate: decision lines, transforms, seeds, parses."""
+class ChunkState:
+    """What the steps of one chunk accumulate: decision rows, transforms, seeds, parses."""
 
     def __init__(self, run: FilterRun, filters: list[Filter]):
         self.run = run
         self.filters = filters
-        self.lines: list[str] = []
+        self.rows: list[tuple] = []  # decision rows (decisions.DECISION_COLUMNS)
         self.transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
         self.seeds: dict[int, list] = {}
         self.parsed_needs: frozenset[str] = frozenset()
@@ -44,40 +44,12 @@ class _ChunkState:
         self.remaining_needs = [frozenset().union(*(
             f.needs for s, f in zip(snapshot[position:], filters[position:])
             if s["target"] != "image" and not s["run_level"])) for position in range(len(snapshot))]
-        self.prefixes: dict[int, str] = {}  # id(item) -> "run\timage\tcaption\t"
-        # Decisions written, for the funnel: {(step, outcome): n}, and, for captions decided by a group's
-        # cached entry, {id(outcomes): [outcomes, captions]} (one count per caption, not per decision).
-        self.counts: dict[tuple[int, str], int] = {}
-        self.pattern_uses: dict[int, list] = {}
-        self.share: shared.RunShare | None = None  # the run's decisions shared between workers, when on
         # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
         # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
         self.overrides: dict[int, dict[tuple, str]] | None = None
         # Texts people set at transform steps ({step: {(image, caption): text}}), which go on in place of
         # the filters' when a finished run's chunk steps run again (``reconcile``); None in a run's own chunks.
         self.texts: dict[int, dict[tuple, str]] | None = None
-
-    def count(self, position: int, outcome: str) -> None:
-        key = (position, outcome)
-        self.counts[key] = self.counts.get(key, 0) + 1
-
-    def step_counts(self) -> dict[str, dict[str, int]]:
-        """{step: {outcome: decisions}} of what this chunk wrote (JSON-able)."""
-        totals = dict(self.counts)
-        for outcomes, uses in self.pattern_uses.values():
-            for key in outcomes:
-                totals[key] = totals.get(key, 0) + uses
-        out: dict[str, dict[str, int]] = {}
-        for (position, outcome), n in totals.items():
-            out.setdefault(str(position), {})[outcome] = n
-        return out
-
-    def prefix(self, item: Item) -> str:
-        found = self.prefixes.get(id(item))
-        if found is None:
-            caption = "\\N" if item.caption_id is None else item.caption_id
-            found = self.prefixes[id(item)] = f"{self.run.pk}\t{item.image_id}\t{caption}\t"
-        return found
 
     def ensure_docs(self, items: list[Item], flt: Filter, position: int) -> None:
         """Give each item the parse of its current text with (at least) the filter's components."""
@@ -95,30 +67,22 @@ class _ChunkState:
 
 
 def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False,
-                  counts: dict | None = None, overrides: dict | None = None, texts: dict | None = None,
-                  transforms: dict | None = None) -> int:
+                  overrides: dict | None = None, texts: dict | None = None, transforms: dict | None = None) -> int:
     """Run the chunk-level steps over some images and their captions; returns the items processed.
     ``first_attempt``: the caller knows that no attempt at these images has committed before (a chunk's
     decisions commit together with its being done, and a done chunk is never claimed again), so the
     decisions go straight into the table without asking the database whether some are there already
     (with the image ids from every earlier run of the collection in the index, that lookup costs more
-    than the chunk's own queries). ``counts``, when given, receives {step: {outcome: decisions}} of the
-    decisions made (the funnel of the chunk). ``overrides`` ({step: {(image, caption or None): outcome}}):
+    than the chunk's own queries). ``overrides`` ({step: {(image, caption or None): outcome}}):
     what curators decided, which the steps honour (an item a curator kept goes on to the next step).
     ``texts`` ({step: {(image, caption): text}}): texts people set at transform steps, which go on in
     place of the filters' (a verified rewrite's fix). ``transforms``, when given, receives {caption id:
     [(step, new text)]} of the surviving captions (the chains of transformed captions saved)."""
     filters = instantiate(run)
-    hashes: list[str] = []
-    images, captions = load_items(image_ids, hashes)
-    state = _ChunkState(run, filters)
+    images, captions = load_items(image_ids)
+    state = ChunkState(run, filters)
     state.overrides = overrides or None
     state.texts = texts or None
-    if _shares_decisions(run.snapshot, filters):
-        state.share, repeats = shared.RunShare.open(run, hashes)
-        if state.share is not None:
-            for item, repeated in zip(captions, repeats):
-                item.shared = repeated
     steps = [(position, step, flt) for position, (step, flt) in enumerate(zip(run.snapshot, filters))
              if not step["run_level"]]
     segments: list[tuple[bool, list]] = []  # (per item, steps), consecutive
@@ -130,40 +94,38 @@ def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool =
             segments.append((per_item, [entry]))
     # Straight into the table when this run has no decision for these images yet (the first
     # attempt of a chunk); otherwise (a re-delivered chunk) through ON CONFLICT DO NOTHING.
-    direct = connection.vendor == "postgresql" and (first_attempt or not _has_decisions(run, image_ids))
+    direct = connection.vendor == "postgresql" and (first_attempt or not has_decisions(run, image_ids))
     alive_images = dict(images)
     alive_captions = list(captions)
-    with transaction.atomic(), _DecisionWriter(direct) as writer:
+    with transaction.atomic(), DecisionWriter(direct) as writer:
         for per_item, segment in segments:
             if per_item and writer.direct and len(alive_captions) > SUB_BATCH_CAPTIONS:
                 next_images: dict[int, Item] = {}
                 next_captions: list[Item] = []
                 for batch_images, batch_captions in _sub_batches(alive_images, alive_captions):
-                    batch_images, batch_captions = _run_steps(state, segment, batch_images, batch_captions)
+                    batch_images, batch_captions = run_steps(state, segment, batch_images, batch_captions)
                     next_images.update(batch_images)
                     next_captions.extend(batch_captions)
-                    writer.stream(state.lines)  # PostgreSQL inserts these while the next batch is computed
-                    state.lines = []
+                    writer.stream(state.rows)  # PostgreSQL inserts these while the next batch is computed
+                    state.rows = []
                 alive_images, alive_captions = next_images, next_captions
             else:
                 writer.pause()  # the steps below may use the database connection
-                alive_images, alive_captions = _run_steps(state, segment, alive_images, alive_captions)
-        writer.finish(state.lines)
+                alive_images, alive_captions = run_steps(state, segment, alive_images, alive_captions)
+        writer.finish(state.rows)
         for it in captions:
             it.doc = None
-        _save_transformed(run, {it.caption_id: it for it in alive_captions}, state.transforms, captions)
+        save_transformed(run, {it.caption_id: it for it in alive_captions}, state.transforms, captions)
         if state.seeds:  # CaptionSeed rows and the seed captions (origin "seed") of the kept descriptions
             from ..seed_captions import save_chunk_seeds
 
             save_chunk_seeds(run, state.seeds)
-    if counts is not None:
-        counts.update(state.step_counts())
     if transforms is not None:
         transforms.update({it.caption_id: list(state.transforms.get(it.caption_id, ())) for it in alive_captions})
     return len(images) + len(captions)
 
 
-def _has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
+def has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
     """Whether the run has a decision about any of these images: one of their own (the partial index on
     image-level rows) or one of their captions' (through the captions, by the caption_id index: the
     decisions have no index on image_id over every row). The ids go as one array parameter: an IN list

@@ -23,9 +23,8 @@ def _labels(metadata: dict) -> list[str]:
     return out
 
 
-def load_items(image_ids: list[int], hashes: list[str] | None = None) -> tuple[dict[int, Item], list[Item]]:
-    """Image items (caption_id None) by image id, and caption items, for one chunk. ``hashes``, when given,
-    receives each caption item's ``text_hash``, in order."""
+def load_items(image_ids: list[int]) -> tuple[dict[int, Item], list[Item]]:
+    """Image items (caption_id None) by image id, and caption items, for one chunk."""
     image_rows, caption_rows = _item_rows(image_ids)
     images = {}
     for pk, fmt, width, height, sha256, phash, status, file_name, metadata in image_rows:
@@ -36,9 +35,7 @@ def load_items(image_ids: list[int], hashes: list[str] | None = None) -> tuple[d
                           file_name or "", _labels(metadata) if metadata else [], metadata)
     captions = []
     append = captions.append
-    if hashes is not None:
-        hashes.extend(row[4] for row in caption_rows)
-    for pk, image_id, text, language, _ in caption_rows:
+    for pk, image_id, text, language in caption_rows:
         image = images[image_id]
         append(Item(pk, image_id, text, text, language, None, image.image_format, image.width, image.height,
                     image.sha256, image.phash, image.image_status, image.file_name, image.labels, image.metadata))
@@ -54,7 +51,7 @@ def _item_rows(image_ids: list[int]):
         fields = ["pk", *image_columns[1:]]
         return (Image.objects.filter(pk__in=image_ids).values_list(*fields),
                 Caption.objects.filter(image_id__in=image_ids).exclude(origin__in=SKIP_ORIGINS).order_by("pk")
-                .values_list("pk", "image_id", "text", "language", "text_hash"))
+                .values_list("pk", "image_id", "text", "language"))
     ids = list(image_ids)
     if not ids:
         return [], []
@@ -75,7 +72,7 @@ def _item_rows(image_ids: list[int]):
             f"WHERE id BETWEEN %s AND %s{members.format('id')}", [low, high, *member_args])
         image_rows = cursor.fetchall()
         cursor.execute(
-            f"SELECT id, image_id, text, language, text_hash FROM {Caption._meta.db_table} "
+            f"SELECT id, image_id, text, language FROM {Caption._meta.db_table} "
             f"WHERE image_id BETWEEN %s AND %s{members.format('image_id')} AND NOT (origin = ANY(%s)) "
             "ORDER BY id", [low, high, *member_args, list(SKIP_ORIGINS)])
         caption_rows = cursor.fetchall()

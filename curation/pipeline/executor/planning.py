@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator
+from functools import lru_cache
 
 from django.core.files.base import ContentFile
 from django.db import transaction
@@ -94,21 +95,19 @@ def save_artifact(filter_name: str, state, *, collection=None, params=None, summ
     return artifact
 
 
-_STATE_CACHE: dict[tuple[int, str], object] = {}
-
-
 def load_artifact_state(artifact: FilterArtifact):
     """The artifact's JSON state, parsed once per worker process (artifacts never change)."""
-    key = (artifact.pk, artifact.sha256)
-    if key not in _STATE_CACHE:
-        with artifact.data.open("rb") as fh:
-            if len(_STATE_CACHE) > 16:
-                _STATE_CACHE.clear()
-            _STATE_CACHE[key] = json.loads(fh.read())
-    return _STATE_CACHE[key]
+    return _artifact_state(artifact.pk, artifact.sha256, artifact.data.name)
 
 
-def _chunk_image_ids(run: FilterRun) -> Iterator[tuple[list[int], int]]:
+@lru_cache(maxsize=16)
+def _artifact_state(pk: int, sha256: str, name: str):
+    """The parsed JSON of the artifact file ``name`` (its row's ``pk`` and ``sha256`` key the cache)."""
+    with FilterArtifact._meta.get_field("data").storage.open(name, "rb") as fh:
+        return json.loads(fh.read())
+
+
+def chunk_image_ids(run: FilterRun) -> Iterator[tuple[list[int], int]]:
     """(image ids, captions) of each chunk: consecutive images, at most CHUNK_IMAGES a chunk, closed once
     they hold CHUNK_CAPTIONS captions: big enough that a chunk's fixed costs (claiming it, queries, a
     commit) are small beside its work. Streamed from one grouped query (a server-side cursor on
@@ -129,7 +128,7 @@ def _chunk_image_ids(run: FilterRun) -> Iterator[tuple[list[int], int]]:
         yield current, captions
 
 
-def _fit(run: FilterRun) -> None:
+def fit(run: FilterRun) -> None:
     """Fit each step that fits on the collection's items, streamed chunk by chunk (each chunk's distinct
     texts parsed, then let go): a filter's ``fit`` iterates its items once."""
     artifacts = dict(run.artifacts or {})
@@ -151,7 +150,7 @@ def _fit_items(run: FilterRun, needs: frozenset, seen: list[int]) -> Iterator[It
     ``seen[0]`` counts them."""
     from .items import load_items
 
-    for image_ids, _ in _chunk_image_ids(run):
+    for image_ids, _ in chunk_image_ids(run):
         _, items = load_items(image_ids)
         if needs:
             docs = nlp.parse_unique([it.text for it in items], needs)

@@ -15,7 +15,8 @@ from django.db.models import Exists, OuterRef
 
 from ...models import Caption, FilterDecision, FilterRun, Review, text_hash
 from ..base import DROP
-from .funnel import funnel_lock, reconcile
+from .funnel import funnel_lock
+from .runlevel import reconcile
 
 
 def rerun_later_steps(run_id: int, decision_ids, image_ids=()) -> int:

@@ -36,10 +36,10 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
-from ...models import Caption, FilterDecision, FilterRun, Image, RunChunk
-from ..base import DROP, KEEP, Decision, Item
-from .decisions import _decision_row, write_decisions
-from .funnel import _funnel_from_chunks, compute_funnel, funnel_lock
+from ...models import Caption, FilterDecision, FilterRun, Image, Review, RunChunk, decisions_of_images
+from ..base import DROP, KEEP, Decision
+from . import funnel
+from .decisions import decision_tail, write_decisions
 from .planning import SKIP_ORIGINS, instantiate
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,10 @@ def _analyze() -> None:
 
 def finalise(run: FilterRun) -> None:
     filters = instantiate(run)
-    run_level: dict[str, dict[str, int]] = {}  # {step: {outcome: decisions}} of the run-level steps
-    retracted = 0
     for position, (step, flt) in enumerate(zip(run.snapshot, filters)):
         if not step["run_level"]:
             continue
-        run_level[str(position)] = tally = {}
+        tally: dict[str, int] = {}  # {outcome: decisions} of this step
         _analyze()  # the chunks, or the run-level step before this one, have just written many decisions
         shard = shard_of(step, flt)
         if shard:
@@ -102,12 +100,60 @@ def finalise(run: FilterRun) -> None:
                 _write_run_level(run, position, step, rows[start:start + RUN_LEVEL_BATCH], results, tally)
             del rows, results
         if tally.get(DROP):
-            retracted += _retract_later(run, position, step, _dropped_at(run, position, step))
-    with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
-        run.funnel = None if retracted else _funnel_from_chunks(run, run_level)
-        if run.funnel is None:
-            run.funnel = compute_funnel(run)
+            _retract_later(run, position, step, _dropped_at(run, position, step))
+    with funnel.funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
+        run.funnel = funnel.compute_funnel(run)
         run.save(update_fields=["funnel"])
+
+
+def reconcile(run_id: int, image_ids: list[int], transforms: dict | None = None) -> int:
+    """After curators' overrides in a finished run, make the decisions after them follow the final
+    outcomes. The chunk steps run again over these images honouring every override (an item a curator
+    kept goes on to the next step; decisions already there, reviewed ones included, stay as they are),
+    and what follows a final drop at any step is taken back, as ``finalise`` does for the run-level steps.
+    Run-level steps are not run again: an item a curator brought back gets a "keep" decision with the
+    reason ``not_judged`` at each of those after its override (a release keeps it there, and the funnel
+    counts it, so that the funnel's last row is what a release of the run selects). Then the funnel is
+    recounted. A reviewed decision's final outcome is honoured like an override, and a transform's text that
+    a person set (a verified rewrite: ``details["verified"]``, annotation/verify_rewrites.py) goes on in place
+    of the filter's. Returns the items the chunk steps
+    went over (``transforms``: see ``process_chunk``). Run by the ``curation.filter_reconcile`` task, after the
+    override commits."""
+    from .chunks import process_chunk
+
+    run = FilterRun.objects.get(pk=run_id)
+    image_ids = sorted(set(image_ids))
+    if run.status != FilterRun.Status.DONE or not image_ids:
+        return 0
+    with funnel.funnel_lock(run.pk):
+        caption_ids = list(Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True))
+        of_images = FilterDecision.objects.filter(decisions_of_images(image_ids, caption_ids), run=run)
+        overrides: dict[int, dict[tuple, str]] = {}
+        reviewed = Exists(Review.objects.filter(decision_id=OuterRef("pk")))
+        for position, image_id, caption_id, override, outcome in (
+                of_images.filter(~Q(override="") | Q(reviewed))
+                .values_list("step", "image_id", "caption_id", "override", "outcome")):
+            overrides.setdefault(position, {})[(image_id, caption_id)] = override or outcome
+        texts: dict[int, dict[tuple, str]] = {}
+        transform_steps = [i for i, s in enumerate(run.snapshot) if s["transform"] and not s["run_level"]]
+        for position, image_id, caption_id, text in (
+                of_images.filter(step__in=transform_steps, caption__isnull=False, details__has_key="verified")
+                .exclude(text_after="").values_list("step", "image_id", "caption_id", "text_after")):
+            texts.setdefault(position, {})[(image_id, caption_id)] = text
+        went_over = process_chunk(run, image_ids, overrides=overrides, texts=texts, transforms=transforms)
+        for position, step in enumerate(run.snapshot):
+            if step["run_level"]:
+                _keep_unjudged(run, position, step, image_ids)
+        for position, step in enumerate(run.snapshot):
+            dropped = of_images.filter(FilterDecision.final_is(DROP), step=position)
+            if step["target"] == "image":
+                ids = list(dropped.filter(caption__isnull=True).values_list("image_id", flat=True))
+            else:
+                ids = list(dropped.filter(caption__isnull=False).values_list("caption_id", flat=True))
+            _retract_later(run, position, step, ids, run_level_too=True)
+        run.funnel = funnel.compute_funnel(run)
+        run.save(update_fields=["funnel"])
+    return went_over
 
 
 class _RunTopics:
@@ -146,9 +192,9 @@ def _write_run_level(run: FilterRun, position: int, step: dict, rows: list[dict]
             continue
         seen.add(target_id)
         decision = results.get(target_id) or Decision(KEEP, "")
-        item = Item(caption_id=row.get("caption_id") if key == "caption_id" else None,
-                    image_id=row["image_id"], raw_text=row.get("text", ""), text=row.get("text", ""))
-        decisions.append(_decision_row(run, position, step, item, decision, item.text))
+        caption_id = row.get("caption_id") if key == "caption_id" else None
+        decisions.append((run.pk, row["image_id"], caption_id,
+                          *decision_tail(position, step, decision, row.get("text", ""), ())))
         tally[decision.outcome] = tally.get(decision.outcome, 0) + 1
     write_decisions(decisions)
 
@@ -191,8 +237,6 @@ def _retract_later(run: FilterRun, position: int, step: dict, dropped: list[int]
     that the run dropped them, and releases take a run's transformed text only where the run kept
     the raw caption. ``run_level_too``: the later run-level steps' decisions go as well (a finished run's
     override, see ``reconcile``). Returns how many decisions were taken back."""
-    from ...models import Review
-
     later = [i for i, s in enumerate(run.snapshot) if i > position and (run_level_too or not s["run_level"])]
     if not later:
         return 0

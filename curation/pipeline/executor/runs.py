@@ -10,12 +10,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ...models import Caption, FilterRun, RunChunk
-from .. import registry, shared
+from ...models import FilterRun, RunChunk
+from .. import registry
+from . import runlevel
 from .chunks import process_chunk
-from .planning import SKIP_ORIGINS, _chunk_image_ids, _fit
-from .runlevel import finalise
-from .steps import _shares_decisions
+from .planning import chunk_image_ids, fit
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +31,18 @@ def start(run_id: int, *, enqueue) -> FilterRun:
     if any(cls.fits for cls in filters):
         run.status = FilterRun.Status.FITTING
         run.save(update_fields=["status", "started_at"])
-        _fit(run)
+        fit(run)
     with transaction.atomic():
         # Chunks are made as the grouped query streams the collection's images, and saved 200 at a time.
         count = images = captions = 0
         pending: list[RunChunk] = []
-        for ids, in_chunk in _chunk_image_ids(run):
+        for ids, in_chunk in chunk_image_ids(run):
             pending.append(RunChunk(run=run, index=count, item_ids=ids))
             count, images, captions = count + 1, images + len(ids), captions + in_chunk
             if len(pending) >= 200:
                 RunChunk.objects.bulk_create(pending, ignore_conflicts=True)
                 pending = []
         RunChunk.objects.bulk_create(pending, ignore_conflicts=True)
-        if count > 1:
-            _publish_repeated(run, filters)
         FilterRun.objects.filter(pk=run.pk).update(
             status=FilterRun.Status.RUNNING, chunks_total=count, items_total=images + captions,
             started_at=run.started_at,
@@ -57,21 +54,6 @@ def start(run_id: int, *, enqueue) -> FilterRun:
                   .values_list("index", flat=True).iterator(chunk_size=10_000)):
         transaction.on_commit(lambda index=index: enqueue(run.pk, index))
     return run
-
-
-def _publish_repeated(run: FilterRun, filters) -> None:
-    """Tell the run's workers which texts repeat in the collection: their decisions are shared between
-    workers (pipeline/shared.py). One grouped query over the captions' text hashes (indexed)."""
-    if not shared.enabled() or not _shares_decisions(run.snapshot, filters):
-        return
-    from django.db.models import Count
-
-    repeated = (Caption.objects.filter(image__collection=run.collection).exclude(origin__in=SKIP_ORIGINS)
-                .values("text_hash").annotate(n=Count("pk")).filter(n__gt=1).order_by("-n")
-                .values_list("text_hash", flat=True))
-    published = shared.publish_repeated(run, repeated.iterator(chunk_size=10_000))
-    if published:
-        log.info("run %s: %s repeated texts shared between workers", run.pk, published)
 
 
 _no_cyclic_gc = cyclic_gc_paused  # see captionlab/gcpause.py for why
@@ -86,14 +68,11 @@ def run_chunk(run_id: int, index: int) -> str:
     if not claimed:
         return chunk.status
     started = time.perf_counter()
-    counts: dict = {}
     with transaction.atomic(), _no_cyclic_gc():  # the decisions and the chunk's being done commit together
-        processed = process_chunk(chunk.run, chunk.item_ids, first_attempt=chunk.attempts == 1, counts=counts)
+        processed = process_chunk(chunk.run, chunk.item_ids, first_attempt=chunk.attempts == 1)
         seconds = time.perf_counter() - started
-        # Only the attempt that marks the chunk done saves its counts (another one, running at the same time
-        # after a redelivery, wrote nothing: its rows were there already).
         done = RunChunk.objects.filter(pk=chunk.pk, status=RunChunk.Status.RUNNING).update(
-            status=RunChunk.Status.DONE, seconds=seconds, error="", counts=counts)
+            status=RunChunk.Status.DONE, seconds=seconds, error="")
         if done:
             FilterRun.objects.filter(pk=run_id).update(chunks_done=F("chunks_done") + 1,
                                                        items_done=F("items_done") + processed)
@@ -122,9 +101,8 @@ def _maybe_finish(run_id: int) -> None:
 
 def finish(run_id: int) -> None:
     run = FilterRun.objects.get(pk=run_id)
-    shared.forget(run, len(run.snapshot))
     try:
-        finalise(run)
+        runlevel.finalise(run)
     except Exception as exc:  # noqa: BLE001 - recorded on the run; the worker logs the traceback
         log.exception("finalising run %s failed", run_id)
         FilterRun.objects.filter(pk=run_id).update(status=FilterRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}",

@@ -5,30 +5,29 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .. import shared
 from ..base import DROP, KEEP, Decision, Filter, Item
-from .decisions import _decision_tail, _plain_tail
+from .decisions import decision_tail
 from .planning import PipelineError
 
 if TYPE_CHECKING:
-    from .chunks import _ChunkState
+    from .chunks import ChunkState
 
 
-def _memoisable(step: dict, flt: Filter) -> bool:
+def memoisable(step: dict, flt: Filter) -> bool:
     """A caption step decided per distinct text (see ``_apply_group``)."""
     return step["target"] != "image" and not step["run_level"] and (flt.text_only or flt.text_determined)
 
 
-def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_captions: list[Item],
+def run_steps(state: ChunkState, steps, alive_images: dict[int, Item], alive_captions: list[Item],
                memo: bool = True):
     """Run ``steps`` (chunk-level, in order) on what is still alive; returns what survives them.
     Consecutive steps decided by the text alone run as one group, once per distinct text."""
     index = 0
     memo = memo and not state.overrides and not state.texts  # what goes on is not the filters' alone: step by step
     while index < len(steps):
-        if memo and _memoisable(steps[index][1], steps[index][2]):
+        if memo and memoisable(steps[index][1], steps[index][2]):
             end = index
-            while end < len(steps) and _memoisable(steps[end][1], steps[end][2]):
+            while end < len(steps) and memoisable(steps[end][1], steps[end][2]):
                 end += 1
             if alive_captions:
                 alive_captions = _apply_group(state, steps[index:end], alive_captions)
@@ -39,7 +38,7 @@ def _run_steps(state: _ChunkState, steps, alive_images: dict[int, Item], alive_c
     return alive_images, alive_captions
 
 
-def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_captions: list[Item]):
+def _run_step(state: ChunkState, entry, alive_images: dict[int, Item], alive_captions: list[Item]):
     """One step on what is still alive; returns what survives it."""
     position, step, flt = entry
     if step["target"] == "image":
@@ -87,7 +86,7 @@ def _run_step(state: _ChunkState, entry, alive_images: dict[int, Item], alive_ca
     return alive_images, alive_captions
 
 
-def _set_texts(state: _ChunkState, position: int, targets: list[Item], texts_before: list[str],
+def _set_texts(state: ChunkState, position: int, targets: list[Item], texts_before: list[str],
                set_texts: dict[tuple, str]) -> None:
     """A text a person set at this transform step (a verified rewrite's fix) goes on in place of the
     filter's, and is the one the run's transformed caption of this step holds."""
@@ -115,24 +114,23 @@ def _step_errors(position: int, step: dict):
 
 # A group of consecutive steps that each decide by the text alone is decided once per distinct text,
 # for every caption that still has its raw text (nothing noted on it yet): the whole group's outcome
-# for that text (the decision lines of each step it reached, whether it survived, its new text, what
+# for that text (the decision values of each step it reached, whether it survived, its new text, what
 # transforms noted) is one entry, computed once per run and worker process, and each caption with that
-# text costs one dictionary lookup and one string join. Identical alt-texts are common on the web, and
+# text costs one dictionary lookup and one tuple per decision. Identical alt-texts are common on the web, and
 # a run's distinct texts come back in later chunks. Captions that earlier steps changed go step by step.
 #
-# An entry: (the decision lines after the item's own columns, one per step reached; survived; final
-# text; [(step, new text)] of transforms that kept it; removed spans; entity types; seeds or None;
-# plain: no text change, spans, types or seeds to pass on; the (step, outcome) of each decision line, for
-# the funnel). Tuples of strings, which the garbage collector stops tracking.
+# An entry: (the decision rows' values after the item's own columns, one tuple per step reached;
+# survived; final text; [(step, new text)] of transforms that kept it; removed spans; entity types;
+# seeds or None; plain: no text change, spans, types or seeds to pass on). Tuples of strings and
+# numbers, which the garbage collector stops tracking.
 
-def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
+def _apply_group(state: ChunkState, group, targets: list[Item]) -> list[Item]:
     first = group[0][0]
     run_id = state.run.pk
     start_texts = [item.text for item in targets]
     found: dict[str, tuple | None] = {}
     representatives: list[Item] = []
     others: list[Item] = []
-    to_share: set[str] = set()  # texts that repeat in the run, decided by no worker of this one yet
     for item in targets:
         text = item.text
         if item.removed_spans or item.entity_types or text != item.raw_text:
@@ -144,24 +142,17 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
         found[text] = entry
         if entry is None:
             representatives.append(Item(caption_id=None, image_id=0, raw_text=text, text=text))
-            if item.shared and len(text) <= CACHE_MAX_CHARS:
-                to_share.add(text)
-    if to_share:
-        representatives = _take_shared(state, "group", first, to_share, found, representatives,
-                                       lambda value: shared.decode_group(value, _OUTCOME_PATTERNS))
     if representatives:
         for rep, entry in zip(representatives, _group_entries(state, group, representatives)):
             found[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, first, rep.raw_text, "group"), entry)
-        if to_share:
-            state.share.publish("group", first, {text: found[text] for text in to_share}, shared.encode_group)
     others_alive: set[int] = set()
     if others:
         stepwise = {id(it) for it in others}
-        _, alive = _run_steps(state, group, {}, others, memo=False)
+        _, alive = run_steps(state, group, {}, others, memo=False)
         others_alive = {id(it) for it in alive}
-    lines, transforms, seeds, pattern_uses = state.lines, state.transforms, state.seeds, state.pattern_uses
+    rows, transforms, seeds = state.rows, state.transforms, state.seeds
     survivors = []
     for item in targets:
         if others and id(item) in stepwise:
@@ -169,16 +160,10 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
                 survivors.append(item)
             continue
         entry = found[item.text]
-        prefix = f"{run_id}\t{item.image_id}\t{item.caption_id}\t"
-        lines.append(prefix + prefix.join(entry[0]))
-        outcomes = entry[8]
-        used = pattern_uses.get(id(outcomes))
-        if used is None:
-            pattern_uses[id(outcomes)] = [outcomes, 1]
-        else:
-            used[1] += 1
+        head = (run_id, item.image_id, item.caption_id)
+        rows.extend([head + tail for tail in entry[0]])
         if not entry[7]:
-            _, alive, text, changed, spans, types, found_seeds, _, _ = entry
+            _, alive, text, changed, spans, types, found_seeds, _ = entry
             if changed:
                 transforms.setdefault(item.caption_id, []).extend(changed)
             if found_seeds:
@@ -206,13 +191,12 @@ def _apply_group(state: _ChunkState, group, targets: list[Item]) -> list[Item]:
     return survivors
 
 
-def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> list[tuple]:
+def _group_entries(state: ChunkState, group, representatives: list[Item]) -> list[tuple]:
     """Run the group's steps on one item per distinct text; the entry of each (see above)."""
     count = len(representatives)
-    tails: list[list[str]] = [[] for _ in range(count)]
+    tails: list[list[tuple]] = [[] for _ in range(count)]
     changed: list[list] = [[] for _ in range(count)]
     found_seeds: list = [None] * count
-    outcomes: list[list] = [[] for _ in range(count)]
     alive = list(range(count))
     for position, step, flt in group:
         if not alive:
@@ -226,12 +210,10 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
                                 f"{len(items)} items")
         is_seeds = step["filter"] == "caption_seeds"
         still = []
-        if not step["transform"] and not is_seeds:  # most steps: a decision is its COPY line, nothing else
-            head = f"{position}\t{step['filter']}\t"
+        if not step["transform"] and not is_seeds:  # most steps: a decision is its row, nothing else
             if all(decision.text is None and "entity_types" not in decision.details for decision in results):
                 for k, decision in zip(alive, results):
-                    tails[k].append(_plain_tail(head, decision, step))
-                    outcomes[k].append((position, decision.outcome))
+                    tails[k].append(decision_tail(position, step, decision, "", ()))
                     if decision.outcome != DROP:
                         still.append(k)
                 alive = still
@@ -247,8 +229,7 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
                     changed[k].append((position, decision.text))
             if is_seeds and details.get("seeds"):
                 found_seeds[k] = details["seeds"]
-            tails[k].append(_decision_tail(position, step, decision, before, item.removed_spans))
-            outcomes[k].append((position, decision.outcome))
+            tails[k].append(decision_tail(position, step, decision, before, item.removed_spans))
             if decision.outcome != DROP:
                 still.append(k)
         alive = still
@@ -258,22 +239,15 @@ def _group_entries(state: _ChunkState, group, representatives: list[Item]) -> li
         rep.doc = None
         spans, types = tuple(rep.removed_spans), tuple(rep.entity_types)
         plain = rep.text == rep.raw_text and not changed[k] and not spans and not types and not found_seeds[k]
-        pattern = tuple(outcomes[k])
         entries.append((tuple(tails[k]), k in survived, rep.text, tuple(changed[k]), spans, types, found_seeds[k],
-                        plain, _OUTCOME_PATTERNS.setdefault(pattern, pattern)))
-    if len(_OUTCOME_PATTERNS) > 10_000:  # entries keep theirs: only sharing is lost
-        _OUTCOME_PATTERNS.clear()
+                        plain))
     return entries
 
 
-# The (step, outcome) sequences of group entries, one object each: a chunk counts the captions of each.
-_OUTCOME_PATTERNS: dict[tuple, tuple] = {}
-
-
-def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
+def _apply_each(state: ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]):
     """A step whose decisions are per item: ``apply`` on every target."""
     results = _apply_checked(state, position, step, flt, targets)
-    prefix, lines, transforms = state.prefix, state.lines, state.transforms
+    run_id, rows, transforms = state.run.pk, state.rows, state.transforms
     is_seeds = step["filter"] == "caption_seeds"
     survivors, dropped_images = [], set()
     for item, decision in zip(targets, results):
@@ -286,8 +260,8 @@ def _apply_each(state: _ChunkState, position: int, step: dict, flt: Filter, targ
             state.seeds[item.caption_id] = decision.details["seeds"]
         if decision.details.get("entity_types") is not None:
             item.entity_types = list(decision.details["entity_types"])
-        lines.append(prefix(item) + _decision_tail(position, step, decision, before, item.removed_spans))
-        state.count(position, decision.outcome)
+        rows.append((run_id, item.image_id, item.caption_id,
+                     *decision_tail(position, step, decision, before, item.removed_spans)))
         if decision.outcome == DROP:
             if item.caption_id is None:
                 dropped_images.add(item.image_id)
@@ -306,9 +280,14 @@ CACHE_MAX_CHARS = 2000  # longer texts are decided every time (rare; they would 
 _DECISION_CACHE: list[dict] = [{}, {}]  # [young, old]: (run, step, text) -> entry
 
 
-# An entry: (outcome, new text of a transform or None, the decision's COPY line after the item's own
+# An entry: (outcome, new text of a transform or None, the decision's values after the item's own
 # columns, the removed spans and entity types the filter noted on the item, seeds or None, and whether
-# it is plain: none of those to pass on). Plain tuples of strings: the garbage collector stops tracking them.
+# it is plain: none of those to pass on). Plain tuples: the garbage collector stops tracking them.
+
+
+def clear_decision_cache() -> None:
+    """Forget every decision this worker process keeps by text (tests start from a cold cache)."""
+    _DECISION_CACHE[:] = [{}, {}]
 
 
 def _cache_get(key):
@@ -330,27 +309,6 @@ def _cache_put(key, value) -> None:
     young[key] = value
 
 
-def _take_shared(state: _ChunkState, kind: str, position: int, to_share: set[str], decided: dict,
-                 representatives: list[Item], decode) -> list[Item]:
-    """Put in ``decided`` (and this worker's cache, under the tag ``kind``) what the run's other workers
-    published for the texts ``to_share``; returns the representatives still to decide, and leaves in
-    ``to_share`` only their texts (for this worker to publish)."""
-    fetched = state.share.fetch(kind, position, list(to_share), decode)
-    if not fetched:
-        return representatives
-    run_id = state.run.pk
-    for text, entry in fetched.items():
-        decided[text] = entry
-        _cache_put((run_id, position, text, kind), entry)
-    to_share.difference_update(fetched)
-    return [rep for rep in representatives if rep.raw_text not in fetched]
-
-
-def _shares_decisions(snapshot: list[dict], filters) -> bool:
-    """Whether some step of the run is decided per distinct text (filter instances or classes)."""
-    return any(_memoisable(step, flt) or flt.text_keyed for step, flt in zip(snapshot, filters))
-
-
 def _undecided(run_id: int, position: int, targets: list[Item], tag: tuple, stand_in):
     """{text: its cached entry, or None} for the targets' distinct texts, and a representative (``stand_in(item)``)
     of each text not decided before at this step in this run and worker."""
@@ -367,7 +325,7 @@ def _undecided(run_id: int, position: int, targets: list[Item], tag: tuple, stan
     return decided, representatives
 
 
-def _apply_checked(state: _ChunkState, position: int, step: dict, flt: Filter, items: list[Item]) -> list[Decision]:
+def _apply_checked(state: ChunkState, position: int, step: dict, flt: Filter, items: list[Item]) -> list[Decision]:
     """``flt.apply`` on items given the parses they need; one decision per item, or a PipelineError."""
     if step["target"] != "image":
         state.ensure_docs([it for it in items if flt.wants_doc(it)], flt, position)
@@ -378,7 +336,7 @@ def _apply_checked(state: _ChunkState, position: int, step: dict, flt: Filter, i
     return results
 
 
-def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
+def _apply_text_only(state: ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
     """``flt.apply`` once per distinct text not decided before (identical alt-texts are common on the
     web); what it noted on an item is shared too. Returns the survivors."""
     run_id = state.run.pk
@@ -393,19 +351,18 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
             spans, types = tuple(rep.removed_spans), tuple(rep.entity_types)
             seeds = details.get("seeds") if is_seeds else None
             entry = (decision.outcome, decision.text,
-                     _decision_tail(position, step, decision, rep.text, rep.removed_spans), spans, types, seeds,
+                     decision_tail(position, step, decision, rep.text, rep.removed_spans), spans, types, seeds,
                      decision.text is None and not spans and not types and not seeds)
             text = rep.text
             decided[text] = entry
             if len(text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, text), entry)
-    prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
+    rows = state.rows
     survivors = []
     for item in targets:
         before = item.text
         entry = decided[before]
-        lines.append((prefixes.get(id(item)) or prefix(item)) + entry[2])
-        state.count(position, entry[0])
+        rows.append((run_id, item.image_id, item.caption_id) + entry[2])
         if not (entry[6] and not item.removed_spans and not item.entity_types):  # else nothing more to do
             outcome, new_text, _, spans, types, seeds, _ = entry
             if spans or item.removed_spans:
@@ -423,19 +380,14 @@ def _apply_text_only(state: _ChunkState, position: int, step: dict, flt: Filter,
     return survivors
 
 
-def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
+def _apply_text_keyed(state: ChunkState, position: int, step: dict, flt: Filter, targets: list[Item]) -> list[Item]:
     """A ``text_keyed`` step: ``flt.apply`` once per distinct working text not decided before in this run and
     worker, on a stand-in whose raw text is that text (so its removed spans are relative to it); each item
     gets the decision, the entity types, and the spans placed where its text sits in its raw text. Returns
     the survivors."""
     run_id = state.run.pk
     decided, representatives = _undecided(run_id, position, targets, ("keyed",), lambda item: Item(
-        caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language,
-        shared=item.shared))
-    to_share = {rep.raw_text for rep in representatives if rep.shared and len(rep.raw_text) <= CACHE_MAX_CHARS}
-    if to_share:
-        representatives = _take_shared(state, "keyed", position, to_share, decided, representatives,
-                                       shared.decode_keyed)
+        caption_id=None, image_id=item.image_id, raw_text=item.text, text=item.text, language=item.language))
     if representatives:
         initial = [rep.removed_spans for rep in representatives]  # empty: a filter that sets spans replaces it
         results = _apply_checked(state, position, step, flt, representatives)
@@ -448,9 +400,7 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
             decided[rep.raw_text] = entry
             if len(rep.raw_text) <= CACHE_MAX_CHARS:
                 _cache_put((run_id, position, rep.raw_text, "keyed"), entry)
-        if to_share:
-            state.share.publish("keyed", position, {text: decided[text] for text in to_share}, shared.encode_keyed)
-    prefixes, prefix, lines = state.prefixes, state.prefix, state.lines
+    rows = state.rows
     survivors = []
     for item in targets:
         before = item.text
@@ -464,9 +414,8 @@ def _apply_text_keyed(state: _ChunkState, position: int, step: dict, flt: Filter
             item.text = decision.text
             if decision.outcome != DROP:
                 state.transforms.setdefault(item.caption_id, []).append((position, decision.text))
-        lines.append((prefixes.get(id(item)) or prefix(item))
-                     + _decision_tail(position, step, decision, before, item.removed_spans))
-        state.count(position, decision.outcome)
+        rows.append((run_id, item.image_id, item.caption_id,
+                     *decision_tail(position, step, decision, before, item.removed_spans)))
         if decision.outcome != DROP:
             survivors.append(item)
     return survivors

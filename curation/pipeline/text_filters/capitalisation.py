@@ -1,17 +1,19 @@
 """Capitalisation: the first word capitalised, not too many capitalised words."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..base import drop, keep
 from ..registry import register
-from .common import LETTER_RE, TextFilter, _remember, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter, _words
 
 _NOT_LETTERED, _LOWER, _CAPITALISED = 1, 2, 3
-_CASES: dict[str, int] = {}  # word -> whether it starts with a letter, and a capital one
 
 
+@lru_cache(maxsize=MEMO_SIZE)
 def _case(word: str) -> int:
-    case = (_CAPITALISED if word[0].isupper() else _LOWER) if LETTER_RE.match(word) else _NOT_LETTERED
-    return _remember(_CASES, word, case)
+    """Whether the word starts with a letter, and a capital one."""
+    return (_CAPITALISED if word[0].isupper() else _LOWER) if LETTER_RE.match(word) else _NOT_LETTERED
 
 
 @register
@@ -32,8 +34,7 @@ class Capitalisation(TextFilter):
         words = _words(item.text)
         if not words:
             return drop("no_words")
-        get = _CASES.get
-        cases = [get(w) or _case(w) for w in words]
+        cases = [_case(w) for w in words]
         capitalised = cases.count(_CAPITALISED)
         lettered = capitalised + cases.count(_LOWER)
         ratio = round(capitalised / lettered, 4) if lettered else 0.0

@@ -33,20 +33,15 @@ def _blank(text: str | None) -> bool:
     return not text or text.isspace()
 
 
-_WORDS_MEMO: dict[str, list[str]] = {}
-
-
 def _words(text: str) -> list[str]:
     """The words of ``text`` (do not modify the list: several filters read the same one). Remembered for
-    the texts of the current batch, which every word-counting filter reads again."""
-    found = _WORDS_MEMO.get(text)
-    if found is None:
-        found = WORD_RE.findall(text)
-        if len(text) <= 2000:
-            if len(_WORDS_MEMO) >= 4096:
-                _WORDS_MEMO.clear()
-            _WORDS_MEMO[text] = found
-    return found
+    the texts of the current batch, which every word-counting filter reads again (not the long ones)."""
+    return _text_words(text) if len(text) <= 2000 else WORD_RE.findall(text)
+
+
+@lru_cache(maxsize=4096)
+def _text_words(text: str) -> list[str]:
+    return WORD_RE.findall(text)
 
 
 def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:

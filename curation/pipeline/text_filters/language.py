@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import _UNSEEN, LETTER_RE, TextFilter, _remember, _word_shape, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter, _word_shape, _words
 
 # wordfreq's lists of languages written in other scripts (and Chinese and Japanese need extra tokenisers):
 # a Latin-script word is compared with the Latin-script candidates only.
@@ -166,12 +166,9 @@ class LanguageFilter(TextFilter):
             return False
         # (stop word, common word) for each alphabetic word (lower-cased, punctuation stripped); the
         # shares are those of informativeness.english_stopword_share and common_english_share.
-        memo = _ENGLISH_WORDS
         words = stops = commons = 0
         for token in sample.split():
-            flags = memo.get(token, _UNSEEN)
-            if flags is _UNSEEN:
-                flags = _english_word(token)
+            flags = _english_word(token)
             if flags is not None:
                 words += 1
                 stops += flags[0]
@@ -191,15 +188,10 @@ class LanguageFilter(TextFilter):
         if "en" not in self.accepted or not self.params["fast_english_stopword_share"]:
             return False
         words = _words(text)
-        memo = _LANGUAGE_WORDS
         lettered = alphabetic = stops = commons = 0
         plain = True
         for index in range(1, len(words)):
-            word = words[index]
-            found = memo.get(word)
-            if found is None:
-                found = _language_word(word)
-            lower, has_letter, ascii_word, flags = found
+            lower, has_letter, ascii_word, flags = _language_word(words[index])
             if lower:
                 lettered += has_letter
                 plain = plain and ascii_word
@@ -230,25 +222,18 @@ def _english_zipf(word: str) -> float:
     return zipf_frequency(word, "en")
 
 
-_ENGLISH_WORDS: dict[str, tuple[int, int] | None] = {}
-_LANGUAGE_WORDS: dict[str, tuple] = {}
-
-
+@lru_cache(maxsize=MEMO_SIZE)
 def _language_word(word: str) -> tuple:
-    flags = _ENGLISH_WORDS.get(word, _UNSEEN)
-    if flags is _UNSEEN:
-        flags = _english_word(word)
-    return _remember(_LANGUAGE_WORDS, word, (not word[0].isupper(), _word_shape(word)[0], word.isascii(), flags))
+    return (not word[0].isupper(), _word_shape(word)[0], word.isascii(), _english_word(word))
 
 
+@lru_cache(maxsize=MEMO_SIZE)
 def _english_word(token: str) -> tuple[int, int] | None:
     """For a whitespace-separated token: None unless it is alphabetic once lower-cased and stripped of
-    punctuation, else (1 if an English stop word, 1 if one of the 25,000 most common English words).
-    Remembered per token (``_ENGLISH_WORDS``)."""
+    punctuation, else (1 if an English stop word, 1 if one of the 25,000 most common English words)."""
     from ..informativeness import STOP_WORDS, _common_english_words
 
     word = token.lower().strip(".,;:!?'\"()")
-    flags = None
     if word and word.isalpha():
-        flags = (int(word in STOP_WORDS), int(word in _common_english_words()))
-    return _remember(_ENGLISH_WORDS, token, flags)
+        return (int(word in STOP_WORDS), int(word in _common_english_words()))
+    return None

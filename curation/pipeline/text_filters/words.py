@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import _UNSEEN, LETTER_RE, TextFilter, _remember, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter, _words
 
 
 @register
@@ -37,13 +37,11 @@ def _stop_words() -> frozenset[str]:
     return frozenset(STOP_WORDS)
 
 
-_CONTENT_WORDS: dict[str, str | None] = {}  # word -> its lower-cased form when a content word, else None
-
-
+@lru_cache(maxsize=MEMO_SIZE)
 def _content_word(word: str, stop: frozenset[str]) -> str | None:
+    """The word lower-cased when a content word (not in ``stop``, with a letter), else None."""
     lowered = word.lower()
-    content = lowered if lowered not in stop and LETTER_RE.search(lowered) else None
-    return _remember(_CONTENT_WORDS, word, content)
+    return lowered if lowered not in stop and LETTER_RE.search(lowered) else None
 
 
 @register
@@ -64,14 +62,8 @@ class TokenRepetition(TextFilter):
         words = _words(item.text)
         if not words:
             return drop("no_words")
-        contents = []
-        get = _CONTENT_WORDS.get
-        for word in words:
-            content = get(word, _UNSEEN)
-            if content is _UNSEEN:
-                content = _content_word(word, self.stop)
-            if content is not None:
-                contents.append(content)
+        stop = self.stop
+        contents = [content for content in (_content_word(word, stop) for word in words) if content is not None]
         total = len(contents)
         distinct = len(set(contents))
         rate = round(1 - distinct / total, 4) if total else 0.0
