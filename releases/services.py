@@ -11,7 +11,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from captionlab.tasks import enqueue
+from captionlab import tasks
 from releases.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError
@@ -63,7 +63,7 @@ def release_freeze(release: Release, *, enqueue: bool = True) -> Release:
     Release.objects.filter(pk=release.pk).update(status=Release.Status.QUEUED, error="", items_done=0)
     release.status, release.error, release.items_done = Release.Status.QUEUED, "", 0
     if enqueue:
-        transaction.on_commit(lambda: enqueue("curation.release_freeze", release.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.release_freeze", release.pk))
     return release
 
 
@@ -190,7 +190,7 @@ def export_create(release: Release, format: str, options: dict | None = None, us
 
 
 def queue_export(export: ReleaseExport) -> None:
-    transaction.on_commit(lambda: enqueue("curation.release_export", export.pk))
+    transaction.on_commit(lambda: tasks.enqueue("curation.release_export", export.pk))
 
 
 def export_retry(export: ReleaseExport) -> ReleaseExport:
@@ -218,7 +218,7 @@ def export_verify(export: ReleaseExport, *, enqueue: bool = True) -> ReleaseExpo
         current.save(update_fields=["verification"])
     export.verification = current.verification
     if enqueue:
-        transaction.on_commit(lambda: enqueue("curation.release_export_verify", export.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.release_export_verify", export.pk))
     return export
 
 
