@@ -2,7 +2,8 @@
 ``uncertain_rewrite``, seed 002 Section 3.4) and their verdicts go back onto the run's decisions.
 
 - a verify_rewrite campaign selects the rewrites of a run's hypernymize step (``services.check_selection``);
-- ``rewrite_of``: what the work page and the API show for a task (original, rewrite, uncertain mentions);
+- what the work page and the API show for a task (original, rewrite, uncertain mentions) is the kind's
+  (``annotation.kinds.verify_rewrite.rewrite_of``);
 - ``verdicts_apply``: each item with a consensus (the campaign's per-item results, ``annotation.results``)
   is written onto its source decision through the curators' override service (a Review each, the
   funnel recounted): keep and drop as such, fix as keep with the most voted fixed text as the decision's text_after
@@ -15,7 +16,6 @@
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from django.db import IntegrityError, transaction
@@ -27,53 +27,6 @@ from .services import CampaignError
 
 KIND = "verify_rewrite"
 VERDICTS = ("keep", "fix", "drop")
-_QUOTED = re.compile(r"""^(['"])(.+?)\1""")
-
-
-# --- showing -------------------------------------------------------------------------------------
-
-def mentions(uncertain) -> list[str]:
-    """The mention texts quoted at the start of each ``details["uncertain"]`` reason
-    ("'Giza' taken for a person: ..." -> "Giza")."""
-    found = []
-    for reason in uncertain or []:
-        match = _QUOTED.match(str(reason))
-        if match and match.group(2) not in found:
-            found.append(match.group(2))
-    return found
-
-
-def highlighted(text: str, words: list[str]) -> list[tuple[str, bool]]:
-    """``text`` cut into (piece, is a mention) pieces, for the template to escape and mark."""
-    if not words:
-        return [(text, False)]
-    pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.IGNORECASE)
-    pieces, last = [], 0
-    for match in pattern.finditer(text):
-        if match.start() > last:
-            pieces.append((text[last:match.start()], False))
-        pieces.append((match.group(0), True))
-        last = match.end()
-    if last < len(text):
-        pieces.append((text[last:], False))
-    return pieces
-
-
-def rewrite_of(task: Task) -> dict | None:
-    """{"decision", "original", "rewrite", "uncertain", "pieces"} of a task's source decision (None without one)."""
-    if task.source_decision is None:
-        return None
-    row = (FilterDecision.objects.filter(pk=task.source_decision)
-           .values("pk", "text_before", "text_after", "details").first())
-    if row is None:
-        return None
-    details = row["details"] or {}
-    verified = details.get("verified") or {}
-    rewrite = verified.get("original_rewrite") or row["text_after"]  # what the filter wrote, not a fix
-    uncertain = [str(u) for u in details.get("uncertain") or []]
-    original = row["text_before"] or (task.caption.text if task.caption_id else "")
-    return {"decision": row["pk"], "original": original, "rewrite": rewrite, "uncertain": uncertain,
-            "pieces": highlighted(original, mentions(uncertain))}
 
 
 # --- applying ------------------------------------------------------------------------------------
@@ -206,4 +159,4 @@ def counts_text(counts: dict) -> str:
             f"already as verified, {counts['no_consensus']} without a consensus yet.")
 
 
-__all__ = ["counts_text", "rewrite_of", "mentions", "highlighted", "verdicts_apply", "KIND"]
+__all__ = ["counts_text", "verdicts_apply", "KIND"]

@@ -26,11 +26,17 @@ from django.utils import timezone
 from releases.models import ReleaseExport
 
 from . import ReleaseError
-from .services import Throttled, mark_attempt
+from .progress import Throttled
 
 log = logging.getLogger(__name__)
 
 PARTIAL = ".partial"
+
+
+def mark_attempt(export_id: int) -> None:
+    ReleaseExport.objects.filter(pk=export_id).update(
+        attempts=F("attempts") + 1, status=ReleaseExport.Status.RUNNING, rows_done=0, error="",
+        files=[], sha256="", size=0, report=[], finished_at=None, verification={})
 
 
 def export_prefix(export: ReleaseExport) -> str:

@@ -8,14 +8,14 @@ The work itself runs in ``run_freeze`` and ``publish.run_export``, called by the
 from __future__ import annotations
 
 import logging
-import time
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
 
+from captionlab import tasks
 from releases.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError
+from .progress import Throttled
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,6 @@ MAX_NAME = 200
 # WebDataset shards: samples (images) per tar file, and bytes per tar file.
 SAMPLES_PER_SHARD_MIN, SAMPLES_PER_SHARD_MAX = 1, 1_000_000
 SHARD_BYTES_MIN, SHARD_BYTES_MAX = 1024, 100 * 1024**3
-PROGRESS_EVERY_S = 0.5  # progress is written to the database at most this often
 
 
 def _user(user):
@@ -64,32 +63,8 @@ def release_freeze(release: Release, *, enqueue: bool = True) -> Release:
     Release.objects.filter(pk=release.pk).update(status=Release.Status.QUEUED, error="", items_done=0)
     release.status, release.error, release.items_done = Release.Status.QUEUED, "", 0
     if enqueue:
-        from .tasks import release_freeze as task
-
-        transaction.on_commit(lambda: task.delay(release.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.release_freeze", release.pk))
     return release
-
-
-class Throttled:
-    """A progress callback that writes ``done`` and ``total`` to one row at most every half second
-    (and always at the end), so a million-row export does not issue a million updates."""
-
-    def __init__(self, model, pk: int, done_field: str, total_field: str, echo=None):
-        self.model, self.pk, self.done_field, self.total_field = model, pk, done_field, total_field
-        self.echo = echo  # also told, at the same pace (the command prints a progress line)
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int | None = None) -> None:
-        now = time.monotonic()
-        if now - self.last < PROGRESS_EVERY_S and not (total and done >= total):
-            return
-        self.last = now
-        values = {self.done_field: max(int(done), 0)}
-        if total is not None:
-            values[self.total_field] = max(int(total), 0)
-        self.model.objects.filter(pk=self.pk).update(**values)
-        if self.echo is not None:
-            self.echo(int(done), total)
 
 
 def run_freeze(release_id: int, echo=None) -> Release:
@@ -215,9 +190,7 @@ def export_create(release: Release, format: str, options: dict | None = None, us
 
 
 def queue_export(export: ReleaseExport) -> None:
-    from .tasks import release_export as task
-
-    transaction.on_commit(lambda: task.delay(export.pk))
+    transaction.on_commit(lambda: tasks.enqueue("curation.release_export", export.pk))
 
 
 def export_retry(export: ReleaseExport) -> ReleaseExport:
@@ -228,12 +201,6 @@ def export_retry(export: ReleaseExport) -> ReleaseExport:
     export.refresh_from_db()
     queue_export(export)
     return export
-
-
-def mark_attempt(export_id: int) -> None:
-    ReleaseExport.objects.filter(pk=export_id).update(
-        attempts=F("attempts") + 1, status=ReleaseExport.Status.RUNNING, rows_done=0, error="",
-        files=[], sha256="", size=0, report=[], finished_at=None, verification={})
 
 
 def export_verify(export: ReleaseExport, *, enqueue: bool = True) -> ReleaseExport:
@@ -251,9 +218,7 @@ def export_verify(export: ReleaseExport, *, enqueue: bool = True) -> ReleaseExpo
         current.save(update_fields=["verification"])
     export.verification = current.verification
     if enqueue:
-        from .tasks import release_export_verify as task
-
-        transaction.on_commit(lambda: task.delay(export.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.release_export_verify", export.pk))
     return export
 
 

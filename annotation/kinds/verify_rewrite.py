@@ -1,9 +1,60 @@
 """The verify_rewrite kind: keep, fix or drop a rewrite hypernymization was unsure of (seed 002)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from curation.models import FilterDecision
+
 from .base import Choice, Kind, VoteInvalid, check_typed_text
+
+_QUOTED = re.compile(r"""^(['"])(.+?)\1""")
+
+
+# --- showing -------------------------------------------------------------------------------------
+
+def mentions(uncertain) -> list[str]:
+    """The mention texts quoted at the start of each ``details["uncertain"]`` reason
+    ("'Giza' taken for a person: ..." -> "Giza")."""
+    found = []
+    for reason in uncertain or []:
+        match = _QUOTED.match(str(reason))
+        if match and match.group(2) not in found:
+            found.append(match.group(2))
+    return found
+
+
+def highlighted(text: str, words: list[str]) -> list[tuple[str, bool]]:
+    """``text`` cut into (piece, is a mention) pieces, for the template to escape and mark."""
+    if not words:
+        return [(text, False)]
+    pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.IGNORECASE)
+    pieces, last = [], 0
+    for match in pattern.finditer(text):
+        if match.start() > last:
+            pieces.append((text[last:match.start()], False))
+        pieces.append((match.group(0), True))
+        last = match.end()
+    if last < len(text):
+        pieces.append((text[last:], False))
+    return pieces
+
+
+def rewrite_of(task) -> dict | None:
+    """{"decision", "original", "rewrite", "uncertain", "pieces"} of a task's source decision (None without one)."""
+    if task.source_decision is None:
+        return None
+    row = (FilterDecision.objects.filter(pk=task.source_decision)
+           .values("pk", "text_before", "text_after", "details").first())
+    if row is None:
+        return None
+    details = row["details"] or {}
+    verified = details.get("verified") or {}
+    rewrite = verified.get("original_rewrite") or row["text_after"]  # what the filter wrote, not a fix
+    uncertain = [str(u) for u in details.get("uncertain") or []]
+    original = row["text_before"] or (task.caption.text if task.caption_id else "")
+    return {"decision": row["pk"], "original": original, "rewrite": rewrite, "uncertain": uncertain,
+            "pieces": highlighted(original, mentions(uncertain))}
 
 
 @dataclass(frozen=True)
@@ -34,8 +85,6 @@ class VerifyRewriteKind(Kind):
 
     # --- the work page -----------------------------------------------------------------------
     def widget_context(self, task, value: dict, worker_id: int) -> dict:
-        from ..verify_rewrites import rewrite_of
-
         return {"options": self._checked_options(value), "rewrite": rewrite_of(task), "text": value.get("text") or ""}
 
     def value_from_post(self, post, candidates: list | None):
@@ -58,8 +107,6 @@ class VerifyRewriteKind(Kind):
     # --- the JSON API --------------------------------------------------------------------------
     def task_payload(self, task, worker_id: int) -> dict:
         """Also the original, the rewrite to verify and why the filter was unsure."""
-        from ..verify_rewrites import rewrite_of
-
         rewrite = rewrite_of(task) or {}
         return {**super().task_payload(task, worker_id),
                 "rewrite": {k: rewrite.get(k) for k in ("original", "rewrite", "uncertain")}}
@@ -76,4 +123,4 @@ VERIFY_REWRITE = VerifyRewriteKind(
              Choice("drop", "Drop: the caption cannot be saved", "3")),
 )
 
-__all__ = ["VerifyRewriteKind", "VERIFY_REWRITE"]
+__all__ = ["VerifyRewriteKind", "VERIFY_REWRITE", "rewrite_of", "mentions", "highlighted"]

@@ -1,7 +1,6 @@
 """Who is asking for a work page, and the decorator that turns refusals into their message."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
@@ -14,18 +13,9 @@ from django.utils.cache import patch_vary_headers
 from captionlab import roles
 
 from .. import external, routing
-from ..models import Assignment, Campaign, Membership, Worker
+from ..models import Campaign
 from ..routing import RoutingError
-from .panel import _panel_context, _render
-
-
-@dataclass
-class Access:
-    campaign: Campaign
-    worker: Worker | None
-    membership: Membership | None
-    preview: bool = False
-    external: Assignment | None = None  # a link-out / MTurk worker's assignment (no account)
+from .panel import Access, _panel_context, _render
 
 
 def _access(request, campaign_id: int) -> Access:

@@ -1,8 +1,8 @@
-"""The task panel: what it shows (``_panel_context``) and how it is sent (``_render``: the panel
-alone for htmx, the whole page otherwise), with the task it serves next (``_serve``)."""
+"""The task panel: who it is for (``Access``), what it shows (``_panel_context``) and how it is sent
+(``_render``: the panel alone for htmx, the whole page otherwise), with the task it serves next (``_serve``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from django.shortcuts import render
 from django.urls import reverse
@@ -11,16 +11,24 @@ from django.utils.cache import patch_vary_headers
 
 from .. import external, routing
 from ..markdown import render_markdown
-from ..models import Assignment, Campaign, GoldAnswer, Reservation, Task, Vote, Worker
+from ..models import Assignment, Campaign, GoldAnswer, Membership, Reservation, Task, Vote, Worker
 from ..routing import RoutingError
 from ..routing.panel_figures import panel_figures
-
-if TYPE_CHECKING:
-    from .access import Access
 
 PANEL = "annotation/work/_panel.html"
 PAGE = "annotation/work/page.html"
 PANEL_HEADER = "X-Annotate-Panel"  # annotate.js swaps 4xx answers into the panel only when present
+
+
+@dataclass
+class Access:
+    """Who is asking for a work page, for which campaign (``access._access`` finds it)."""
+
+    campaign: Campaign
+    worker: Worker | None
+    membership: Membership | None
+    preview: bool = False
+    external: Assignment | None = None  # a link-out / MTurk worker's assignment (no account)
 
 
 def _stage_position(campaign: Campaign, worker: Worker, role: str) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Image filters of Conceptual Captions (seed 002, Section 3, "Image-based Filtering"): encoding
 format, minimum side, aspect ratio, decodability, exact and near duplicates. The unsafe-content check
-lives in unsafe.py (its names still import from here).
+lives in unsafe.py (its names still import from here); reading an item's file in image_files.py.
 
 They see image Items (``file_name`` in Django's default storage, ``image_format``, ``width``,
 ``height``, ``sha256``, ``phash``, ``image_status``). An image without a file (status other than
@@ -18,8 +18,10 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from .base import Decision, Filter, Item, drop, keep, not_applicable
+from .image_files import _error, has_file, no_file, probe, read_file
 from .phash_groups import NearDuplicateGroups
 from .registry import register
+from .unsafe import NoOpChecker, UnsafeContent, UnsafeContentChecker, load_checker  # noqa: F401 - their old home
 
 log = logging.getLogger(__name__)
 
@@ -27,31 +29,6 @@ log = logging.getLogger(__name__)
 assert PILImage.MAX_IMAGE_PIXELS, "Pillow's pixel limit must stay on"
 
 PHASH_SIZE = 8  # the hash size cached in Image.phash (64 bits, 16 hex digits)
-
-
-def has_file(item: Item) -> bool:
-    return item.image_status == "ready" and bool(item.file_name)
-
-
-def no_file(item: Item) -> Decision:
-    return drop("no_file", status=item.image_status, file=item.file_name or None)
-
-
-def read_file(name: str) -> bytes:
-    with default_storage.open(name, "rb") as fh:
-        return fh.read()
-
-
-def probe(item: Item) -> tuple[str | None, int | None, int | None]:
-    """Format and size from the Item, or from the file's header where the row lacks them."""
-    if item.image_format and item.width and item.height:
-        return item.image_format, item.width, item.height
-    try:
-        with default_storage.open(item.file_name, "rb") as fh, PILImage.open(fh) as img:
-            return item.image_format or img.format, item.width or img.width, item.height or img.height
-    except Exception as exc:  # noqa: BLE001 - a bad header is a decision, not a crash
-        log.debug("probing %s failed: %s", item.file_name, exc)
-        return item.image_format, item.width, item.height
 
 
 def phash_of(img: PILImage.Image, hash_size: int = PHASH_SIZE) -> str:
@@ -76,10 +53,6 @@ def cache_phashes(found: dict[int, str]) -> None:
     from ..models import Image
 
     Image.objects.bulk_update([Image(pk=pk, phash=h) for pk, h in found.items()], ["phash"], batch_size=500)
-
-
-def _error(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 def check_number(flt: Filter, key: str, minimum: float, *, integer: bool = False) -> None:
@@ -414,18 +387,3 @@ class NearDuplicate(Filter):
         if found:
             return drop("near_duplicate_of", found[1], of=found[0], distance=found[1], phash=phash)
         return keep("distinct", phash=phash)
-
-
-# --- Unsafe content: moved to unsafe.py -------------------------------------------------------------
-
-_MOVED = frozenset({"UnsafeContentChecker", "NoOpChecker", "load_checker", "UnsafeContent"})
-
-
-def __getattr__(name):
-    """``from curation.pipeline.image_filters import UnsafeContent`` (and the checker interface) keeps working:
-    resolved lazily, because unsafe.py builds on this module's helpers."""
-    if name in _MOVED:
-        from . import unsafe
-
-        return getattr(unsafe, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,8 @@ import numpy as np
 
 from . import model_steps
 from .base import Decision, Filter, Item, keep, not_applicable
-from .image_filters import check_number, has_file
+from .image_files import has_file
+from .image_filters import check_number
 from .registry import register
 
 VOCABULARY_FILE = Path(__file__).with_name("data") / "openimages_boxable.txt"

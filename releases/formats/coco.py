@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .. import ReleaseError
 from ..splits import SPLITS
-from . import Context, dumps
+from .base import Context, dumps
 
 
 def _license_table(ctx: Context, split: str) -> dict[str, int]:

@@ -8,7 +8,7 @@ import csv as _csv
 
 from captionlab import csv_safe
 
-from . import Context, record
+from .base import Context, record
 
 COLUMNS = ("position", "split", "image_id", "image_sha256", "file", "width", "height", "caption_id", "caption",
            "language", "license", "credit", "external_id", "human_verified")

@@ -24,29 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import posixpath
 import tarfile
 import zipfile
 
 from curation.ingest import file_stat
 
 from .. import ReleaseError
-from . import EXTENSIONS, CHUNK
+from .base import CHUNK, relative_name
 
 BLOCK = 1 << 20
 ARCHIVES = ("tar", "zip")
 DEFAULT_SHARD_SIZE = 1_000_000_000
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-def extension(fmt: str, file: str) -> str:
-    ext = EXTENSIONS.get(fmt or "") or posixpath.splitext(file or "")[1].lstrip(".").lower()
-    return ext if ext.isalnum() else "bin"
-
-
-def relative_name(sha: str, fmt: str, file: str) -> str:
-    """The image's stable path inside an export with images."""
-    return f"images/{sha[:2]}/{sha}.{extension(fmt, file)}"
 
 
 class HashingFile:

@@ -2,7 +2,7 @@
 ``options["provenance"]`` is false). Also the release's manifest (``write_manifest``)."""
 from __future__ import annotations
 
-from . import ROW_FIELDS, Context, dumps, record
+from .base import ROW_FIELDS, Context, dumps, record
 
 BUFFER = 1 << 20
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import string
 
-from . import Context, dumps
+from .base import Context, dumps
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 

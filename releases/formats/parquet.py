@@ -7,7 +7,7 @@ so the same release gives the same bytes; pyarrow's only varying metadata is its
 from __future__ import annotations
 
 from .. import ReleaseError
-from . import ROW_FIELDS, Context, dumps, record
+from .base import ROW_FIELDS, Context, dumps, record
 
 COLUMNS = ("position", "image_id", "image_sha256", "file", "width", "height", "split", "caption", "caption_id",
            "license", "credit", "external_id", "language", "human_verified", "provenance")

@@ -23,8 +23,8 @@ import posixpath
 import tarfile
 
 from .. import ReleaseError
-from . import Context, dumps
-from .images import BLOCK, HashingFile, HashingReader, add_member, check, extension, file_size
+from .base import Context, dumps, extension
+from .images import BLOCK, HashingFile, HashingReader, add_member, check, file_size
 
 FIELDS = ("position", "split", "provenance__image", "image_sha256", "image_file", "image_format", "width",
           "height", "license", "credit", "external_id", "provenance__caption", "text", "language",
