@@ -36,10 +36,11 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
+import curation.pipeline.executor.funnel as funnel  # the module, so that a test can replace compute_funnel
+
 from ...models import Caption, FilterDecision, FilterRun, Image, Review, RunChunk, decisions_of_images
 from ..base import DROP, KEEP, Decision
 from .decisions import decision_tail, write_decisions
-from .funnel import compute_funnel, funnel_lock
 from .items import SKIP_ORIGINS
 from .planning import instantiate
 
@@ -102,8 +103,8 @@ def finalise(run: FilterRun) -> None:
             del rows, results
         if tally.get(DROP):
             _retract_later(run, position, step, _dropped_at(run, position, step))
-    with funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
-        run.funnel = compute_funnel(run)
+    with funnel.funnel_lock(run.pk):  # an override committed before this point is seen; one after it recounts
+        run.funnel = funnel.compute_funnel(run)
         run.save(update_fields=["funnel"])
 
 
@@ -126,7 +127,7 @@ def reconcile(run_id: int, image_ids: list[int], transforms: dict | None = None)
     image_ids = sorted(set(image_ids))
     if run.status != FilterRun.Status.DONE or not image_ids:
         return 0
-    with funnel_lock(run.pk):
+    with funnel.funnel_lock(run.pk):
         caption_ids = list(Caption.objects.filter(image_id__in=image_ids).values_list("pk", flat=True))
         of_images = FilterDecision.objects.filter(decisions_of_images(image_ids, caption_ids), run=run)
         overrides: dict[int, dict[tuple, str]] = {}
@@ -152,7 +153,7 @@ def reconcile(run_id: int, image_ids: list[int], transforms: dict | None = None)
             else:
                 ids = list(dropped.filter(caption__isnull=False).values_list("caption_id", flat=True))
             _retract_later(run, position, step, ids, run_level_too=True)
-        run.funnel = compute_funnel(run)
+        run.funnel = funnel.compute_funnel(run)
         run.save(update_fields=["funnel"])
     return went_over
 
