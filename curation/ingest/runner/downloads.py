@@ -11,6 +11,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from captionlab.tasks import enqueue
+
 from ...models import Caption, Image, ImportJob, text_hash
 from .. import download, images
 from ..report import Report, RowError
@@ -27,8 +29,6 @@ def start_downloads(job: ImportJob) -> ImportJob:
     ImportJob.objects.filter(pk=job.pk).update(
         status=ImportJob.Status.DOWNLOADING, downloads_total=total, downloads_done=0, downloads_failed=0
     )
-    from ...tasks import download_images
-
     size = settings.INGEST_DOWNLOAD_CHUNK
     chunk: list[int] = []
     chunks: list[list[int]] = []
@@ -39,7 +39,7 @@ def start_downloads(job: ImportJob) -> ImportJob:
             chunk = []
     if chunk:
         chunks.append(chunk)
-    transaction.on_commit(lambda: [download_images.delay(job.pk, c) for c in chunks])
+    transaction.on_commit(lambda: [enqueue("curation.download_images", job.pk, c) for c in chunks])
     job.refresh_from_db()
     return job
 

@@ -1,17 +1,15 @@
 """Executing one chunk: its chunk-level steps in order over its images and captions, decisions streamed
-into the database as they are made (the steps themselves: steps.py)."""
+into the database as they are made (the steps themselves and the state they accumulate: steps.py)."""
 from __future__ import annotations
 
 from django.db import connection, transaction
 
 from ...models import Caption, FilterDecision, FilterRun
-from .. import nlp
-from ..base import Filter, Item
+from ..base import Item
 from .decisions import DecisionWriter, save_transformed
 from .items import load_items
 from .planning import instantiate
-from .steps import run_steps
-
+from .steps import ChunkState, run_steps
 
 # --- Chunks ---------------------------------------------------------------------------------------
 #
@@ -26,44 +24,6 @@ from .steps import run_steps
 # tuple per decision.
 
 SUB_BATCH_CAPTIONS = 256
-
-
-class ChunkState:
-    """What the steps of one chunk accumulate: decision rows, transforms, seeds, parses."""
-
-    def __init__(self, run: FilterRun, filters: list[Filter]):
-        self.run = run
-        self.filters = filters
-        self.rows: list[tuple] = []  # decision rows (decisions.DECISION_COLUMNS)
-        self.transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
-        self.seeds: dict[int, list] = {}
-        self.parsed_needs: frozenset[str] = frozenset()
-        self.docs: dict[str, object] = {}  # text -> its parse with ``parsed_needs``
-        snapshot = run.snapshot
-        # The spaCy needs of the caption steps from each position on (parse once with all of them).
-        self.remaining_needs = [frozenset().union(*(
-            f.needs for s, f in zip(snapshot[position:], filters[position:])
-            if s["target"] != "image" and not s["run_level"])) for position in range(len(snapshot))]
-        # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
-        # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
-        self.overrides: dict[int, dict[tuple, str]] | None = None
-        # Texts people set at transform steps ({step: {(image, caption): text}}), which go on in place of
-        # the filters' when a finished run's chunk steps run again (``reconcile``); None in a run's own chunks.
-        self.texts: dict[int, dict[tuple, str]] | None = None
-
-    def ensure_docs(self, items: list[Item], flt: Filter, position: int) -> None:
-        """Give each item the parse of its current text with (at least) the filter's components."""
-        if not flt.needs:
-            return
-        if not flt.needs <= self.parsed_needs:
-            self.parsed_needs = self.parsed_needs | self.remaining_needs[position] | flt.needs
-            self.docs = {}
-        docs = self.docs
-        missing = [it.text for it in items if it.text not in docs]
-        if missing:
-            docs.update(nlp.parse_unique(missing, self.parsed_needs))
-        for it in items:
-            it.doc = docs[it.text]
 
 
 def process_chunk(run: FilterRun, image_ids: list[int], *, first_attempt: bool = False,

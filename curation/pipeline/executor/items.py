@@ -7,7 +7,8 @@ from django.db import connection, transaction
 
 from ...models import Caption, Image
 from ..base import Item
-from .planning import SKIP_ORIGINS
+
+SKIP_ORIGINS = (Caption.Origin.TRANSFORMED, Caption.Origin.SEED)  # what runs make: never judged as raw text
 
 
 # --- Items ----------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 from django.db.models import Max, Q
 
-from ...models import Caption, FilterArtifact, FilterRun, Image
+from ...models import FilterArtifact, FilterRun, Image
 from .. import nlp, registry
 from ..base import Filter, Item
+from .items import SKIP_ORIGINS, load_items
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 CHUNK_IMAGES = 5000  # at most this many images a chunk
 CHUNK_CAPTIONS = 5000  # and a chunk is closed once its images hold this many captions
 MAX_ATTEMPTS = 3
-SKIP_ORIGINS = (Caption.Origin.TRANSFORMED, Caption.Origin.SEED)  # what runs make: never judged as raw text
 
 
 class PipelineError(Exception):
@@ -148,8 +148,6 @@ def fit(run: FilterRun) -> None:
 def _fit_items(run: FilterRun, needs: frozenset, seen: list[int]) -> Iterator[Item]:
     """The collection's caption items, chunk by chunk, each with its parse when ``needs`` asks for one;
     ``seen[0]`` counts them."""
-    from .items import load_items
-
     for image_ids, _ in chunk_image_ids(run):
         _, items = load_items(image_ids)
         if needs:

@@ -36,11 +36,13 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
+import curation.pipeline.executor.funnel as funnel  # the module, so that a test can replace compute_funnel
+
 from ...models import Caption, FilterDecision, FilterRun, Image, Review, RunChunk, decisions_of_images
 from ..base import DROP, KEEP, Decision
-from . import funnel
 from .decisions import decision_tail, write_decisions
-from .planning import SKIP_ORIGINS, instantiate
+from .items import SKIP_ORIGINS
+from .planning import instantiate
 
 log = logging.getLogger(__name__)
 

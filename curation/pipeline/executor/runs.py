@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import time
 
-from captionlab.gcpause import cyclic_gc_paused
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+import curation.pipeline.executor.runlevel as runlevel  # the module, so that a test can replace finalise
+from captionlab.gcpause import cyclic_gc_paused
+
 from ...models import FilterRun, RunChunk
 from .. import registry
-from . import runlevel
 from .chunks import process_chunk
 from .planning import chunk_image_ids, fit
 

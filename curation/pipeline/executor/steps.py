@@ -3,14 +3,50 @@ group of text-only steps, a text-keyed step), with the per-worker caches of deci
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
+from ...models import FilterRun
+from .. import nlp
 from ..base import DROP, KEEP, Decision, Filter, Item
 from .decisions import decision_tail
 from .planning import PipelineError
 
-if TYPE_CHECKING:
-    from .chunks import ChunkState
+
+class ChunkState:
+    """What the steps of one chunk accumulate: decision rows, transforms, seeds, parses."""
+
+    def __init__(self, run: FilterRun, filters: list[Filter]):
+        self.run = run
+        self.filters = filters
+        self.rows: list[tuple] = []  # decision rows (decisions.DECISION_COLUMNS)
+        self.transforms: dict[int, list[tuple[int, str]]] = {}  # caption id -> [(step, new text)]
+        self.seeds: dict[int, list] = {}
+        self.parsed_needs: frozenset[str] = frozenset()
+        self.docs: dict[str, object] = {}  # text -> its parse with ``parsed_needs``
+        snapshot = run.snapshot
+        # The spaCy needs of the caption steps from each position on (parse once with all of them).
+        self.remaining_needs = [frozenset().union(*(
+            f.needs for s, f in zip(snapshot[position:], filters[position:])
+            if s["target"] != "image" and not s["run_level"])) for position in range(len(snapshot))]
+        # Curators' overrides to honour ({step: {(image, caption or None): outcome}}), when a finished run's
+        # chunk steps run again over some images (``reconcile``); None in a run's own chunks.
+        self.overrides: dict[int, dict[tuple, str]] | None = None
+        # Texts people set at transform steps ({step: {(image, caption): text}}), which go on in place of
+        # the filters' when a finished run's chunk steps run again (``reconcile``); None in a run's own chunks.
+        self.texts: dict[int, dict[tuple, str]] | None = None
+
+    def ensure_docs(self, items: list[Item], flt: Filter, position: int) -> None:
+        """Give each item the parse of its current text with (at least) the filter's components."""
+        if not flt.needs:
+            return
+        if not flt.needs <= self.parsed_needs:
+            self.parsed_needs = self.parsed_needs | self.remaining_needs[position] | flt.needs
+            self.docs = {}
+        docs = self.docs
+        missing = [it.text for it in items if it.text not in docs]
+        if missing:
+            docs.update(nlp.parse_unique(missing, self.parsed_needs))
+        for it in items:
+            it.doc = docs[it.text]
 
 
 def memoisable(step: dict, flt: Filter) -> bool:
