@@ -4,8 +4,19 @@ are where people work, the admin is the back door. Ledger entries are read-only 
 only through ``annotation.providers.money``, which keeps each payment once (its token)."""
 from django.contrib import admin
 
-from .models import (Aggregate, Assignment, Campaign, GoldAnswer, LedgerEntry, Membership, Reservation, Task, Vote,
-                     VoteEdit, Worker)
+from .models import (
+    Aggregate,
+    Assignment,
+    Campaign,
+    GoldAnswer,
+    LedgerEntry,
+    Membership,
+    Reservation,
+    Task,
+    Vote,
+    VoteEdit,
+    Worker,
+)
 
 
 class MembershipInline(admin.TabularInline):

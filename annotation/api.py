@@ -27,12 +27,12 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from captionlab.roles import ANNOTATOR, CURATOR, IsCurator, has_role
-from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
+from curation.api import WhitelistFilterMixin, filter_params, int_param, str_param
 
 from . import quality, routing, services
 from . import tasks as annotation_tasks
-from .providers import controls
 from .models import Aggregate, Campaign, GoldAnswer, Membership, Task, Vote, Worker
+from .providers import controls
 from .serializers import (
     AggregateQueuedSerializer,
     AggregateSerializer,
@@ -109,15 +109,15 @@ class _Filter(WhitelistFilterMixin):
         self.request, self.filters, self.orderings = request, filters, orderings
 
 
-CAMPAIGN_FILTERS = {"status": ("status", _str), "kind": ("kind", _str), "collection": ("collection_id", _int),
-                    "name": ("name__icontains", _str)}
-TASK_FILTERS = {"role": ("role", _str), "status": ("status", _str), "image": ("image_id", _int),
-                "caption": ("caption_id", _int)}
-VOTE_FILTERS = {"worker": ("worker_id", _int), "task": ("task_id", _int), "role": ("role", _str),
-                "caption": ("caption_id", _int)}
-OWN_VOTE_FILTERS = {"task": ("task_id", _int)}
-AGGREGATE_FILTERS = {"method": ("method", _str), "part": ("part", _str), "task": ("task_id", _int)}
-GOLD_FILTERS = {"role": ("task__role", _str), "task": ("task_id", _int)}
+CAMPAIGN_FILTERS = {"status": ("status", str_param), "kind": ("kind", str_param), "collection": ("collection_id", int_param),
+                    "name": ("name__icontains", str_param)}
+TASK_FILTERS = {"role": ("role", str_param), "status": ("status", str_param), "image": ("image_id", int_param),
+                "caption": ("caption_id", int_param)}
+VOTE_FILTERS = {"worker": ("worker_id", int_param), "task": ("task_id", int_param), "role": ("role", str_param),
+                "caption": ("caption_id", int_param)}
+OWN_VOTE_FILTERS = {"task": ("task_id", int_param)}
+AGGREGATE_FILTERS = {"method": ("method", str_param), "part": ("part", str_param), "task": ("task_id", int_param)}
+GOLD_FILTERS = {"role": ("task__role", str_param), "task": ("task_id", int_param)}
 WORKER_FILTERS = {"blocked": ("blocked", _bool)}
 
 # Actions an annotator may call (on campaigns they can see); every other one needs a curator.
@@ -131,7 +131,7 @@ WORKER_ID = OpenApiParameter("worker_id", OpenApiTypes.INT, OpenApiParameter.PAT
 
 
 @extend_schema_view(
-    list=extend_schema(parameters=_filter_params(CAMPAIGN_FILTERS),
+    list=extend_schema(parameters=filter_params(CAMPAIGN_FILTERS),
                        description="Curators see every campaign; an annotator sees the campaigns they are a member "
                                    "of and running campaigns open to all, without the selection and the stats."),
     retrieve=extend_schema(description="Annotators get a reduced view (no selection, no stats)."),
@@ -232,7 +232,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
-            services._check_settings({k: v for k, v in data.items() if v is not None})
+            services.check_settings({k: v for k, v in data.items() if v is not None})
         except services.CampaignError as exc:
             raise campaign_error(exc) from None
         lo = data.get("text_min_chars", campaign.text_min_chars)
@@ -305,7 +305,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
             return Response(services.progress(campaign))
         return Response(services.worker_progress(campaign, routing.worker_for_user(request.user)))
 
-    @extend_schema(responses=TaskSerializer(many=True), parameters=_filter_params(TASK_FILTERS))
+    @extend_schema(responses=TaskSerializer(many=True), parameters=filter_params(TASK_FILTERS))
     @action(detail=True, methods=["get"])
     def tasks(self, request, pk=None):
         """Every task with its counters, role, gold answer and consensus labels (curators only;
@@ -316,7 +316,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
         page = self._nested(qs, TASK_FILTERS, ("id", "position", "priority", "votes_count", "done_at"))
         return self.get_paginated_response(TaskSerializer(page, many=True).data)
 
-    @extend_schema(responses=VoteSerializer(many=True), parameters=_filter_params(VOTE_FILTERS),
+    @extend_schema(responses=VoteSerializer(many=True), parameters=filter_params(VOTE_FILTERS),
                    description="Curators: every vote (filter by worker, task, role). Annotators: only their own "
                                "votes (filter by task), without role or correctness.")
     @action(detail=True, methods=["get"])
@@ -362,7 +362,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
 
     # --- aggregation and agreement ------------------------------------------------------------
 
-    @extend_schema(responses=AggregateSerializer(many=True), parameters=_filter_params(AGGREGATE_FILTERS))
+    @extend_schema(responses=AggregateSerializer(many=True), parameters=filter_params(AGGREGATE_FILTERS))
     @action(detail=True, methods=["get"])
     def aggregates(self, request, pk=None):
         """Consensus labels per task and part, per aggregation method."""
@@ -399,7 +399,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
 
     # --- gold answers ------------------------------------------------------------------------
 
-    @extend_schema(methods=["GET"], responses=GoldSerializer(many=True), parameters=_filter_params(GOLD_FILTERS))
+    @extend_schema(methods=["GET"], responses=GoldSerializer(many=True), parameters=filter_params(GOLD_FILTERS))
     @extend_schema(methods=["POST"], request=GoldCreateSerializer, responses={201: GoldSerializer})
     @action(detail=True, methods=["get", "post"])
     def gold(self, request, pk=None):
@@ -425,7 +425,7 @@ class CampaignViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Upda
 
     # --- workers -----------------------------------------------------------------------------
 
-    @extend_schema(responses=WorkerSerializer(many=True), parameters=_filter_params(WORKER_FILTERS))
+    @extend_schema(responses=WorkerSerializer(many=True), parameters=filter_params(WORKER_FILTERS))
     @action(detail=True, methods=["get"])
     def workers(self, request, pk=None):
         """Members with votes, time, gold accuracy, reliability and agreement with the consensus."""

@@ -19,18 +19,22 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
-from rest_framework import exceptions
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.authtoken.models import Token
-from rest_framework.decorators import (api_view, authentication_classes, parser_classes, permission_classes,
-                                       renderer_classes)
+from rest_framework.decorators import (
+    api_view,
+    authentication_classes,
+    parser_classes,
+    permission_classes,
+    renderer_classes,
+)
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers
 
 from captionlab.roles import ADMIN, ANNOTATOR, CURATOR, has_role
 
@@ -50,7 +54,7 @@ class HotTokenAuthentication(TokenAuthentication):
         User = get_user_model()
         fields = list(User._meta.concrete_fields)
         sql = _sql("token", lambda: (
-            f"SELECT {', '.join(f'u.{connection.ops.quote_name(f.column)}' for f in fields)} "
+            f"SELECT {', '.join(f'u.{connection.ops.quote_name(f.column)}' for f in fields)} "  # noqa: S608
             f"FROM {Token._meta.db_table} t JOIN {User._meta.db_table} u ON u.{User._meta.pk.column} = t.user_id "
             f"WHERE t.key = %s"))
         with routing.hot_cursor() as cursor:
@@ -126,9 +130,9 @@ def _sql(name, build) -> str:
 def _member_sql() -> str:
     q = connection.ops.quote_name
     cols = lambda model, alias, fields: ", ".join(f"{alias}.{q(f.column)}" for f in fields)  # noqa: E731
-    role = (f"EXISTS (SELECT 1 FROM {User_groups()} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id "
+    role = (f"EXISTS (SELECT 1 FROM {User_groups()} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id "  # noqa: S608
             f"WHERE ug.user_id = %(user)s AND g.name = %(role_{{}})s)")
-    return (f"SELECT {cols(Membership, 'm', _fields(Membership))}, {cols(Worker, 'w', _fields(Worker))}, "
+    return (f"SELECT {cols(Membership, 'm', _fields(Membership))}, {cols(Worker, 'w', _fields(Worker))}, "  # noqa: S608
             f"{cols(Campaign, 'c', _fields(Campaign))}, {cols(Assignment, 'a', _fields(Assignment))}, "
             f"{role.format(0)}, {role.format(1)}, {role.format(2)} "
             f"FROM {Membership._meta.db_table} m JOIN {Worker._meta.db_table} w ON w.id = m.worker_id "

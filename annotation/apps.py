@@ -14,7 +14,6 @@ class AnnotationConfig(AppConfig):
         from curation import extensions
 
         from . import jobs
-
         from .media_access import annotator_may_see
 
         extensions.register_media_policy(annotator_may_see)  # annotators see the images of their campaigns

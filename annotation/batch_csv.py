@@ -20,16 +20,18 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from captionlab import csv_safe
+from curation.models import Image
+
 from .kinds import VoteInvalid
 from .models import Assignment, Campaign, Caption, Membership, Task, Vote, Worker
-from curation.models import Image
-from captionlab import csv_safe
 
 FIXED = ["HITId", "HITTypeId", "AssignmentId", "WorkerId", "AssignmentStatus", "AcceptTime", "SubmitTime",
          "WorkTimeInSeconds"]
@@ -145,7 +147,7 @@ def _value(campaign: Campaign, answers: dict, answer_column: str):
     return None
 
 
-def import_batch(campaign: Campaign, text: str, *, match: str | None = None, image_column: str | None = None,
+def import_batch(campaign: Campaign, text: str, *, match: str | None = None, image_column: str | None = None,  # noqa: PLR0915
                  answer_column: str | None = None) -> BatchReport:
     """Import an MTurk / Turkle batch results CSV into ``campaign``; see the module's docstring."""
     kind = campaign.kind_spec

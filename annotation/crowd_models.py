@@ -110,7 +110,7 @@ def fit_all(jobs: list[tuple[str, dict]]) -> list[dict]:
 
 
 def main() -> int:
-    jobs = pickle.load(sys.stdin.buffer)
+    jobs = pickle.load(sys.stdin.buffer)  # noqa: S301
     results = fit_all(jobs)
     sys.stdout.buffer.write(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()

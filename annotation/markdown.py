@@ -22,7 +22,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-MAX_CHARS = 50_000  # the instructions' own limit (services._check_settings)
+MAX_CHARS = 50_000  # the instructions' own limit (services.check_settings)
 
 TAGS = {
     "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",

@@ -27,9 +27,10 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from captionlab.gcpause import cyclic_gc_paused
 from django.core.paginator import Paginator
 from django.db.models.fields.json import KT
+
+from captionlab.gcpause import cyclic_gc_paused
 
 from .best_caption import best_captions
 from .models import Aggregate, Campaign, Task

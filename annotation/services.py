@@ -37,7 +37,7 @@ SETTINGS = ("instructions", "annotator_question", "votes_per_item", "dynamic_ove
             "reward_cents", "budget_cents")
 
 
-def _check_settings(fields: dict) -> None:
+def check_settings(fields: dict) -> None:
     def bad(field, message):
         raise CampaignError(message, field=field)
 
@@ -82,7 +82,7 @@ def check_selection(run: FilterRun | None, step) -> int:
     return step
 
 
-def select_items(kind_name: str, selection: dict) -> list[dict]:
+def select_items(kind_name: str, selection: dict) -> list[dict]:  # noqa: PLR0915
     """The task rows a selection gives: [{image_id, caption_id, candidates, model_score, decision}]. With a
     run and a step, ``reason`` keeps the step's decisions with that reason (e.g. uncertain_rewrite)."""
     kind = get_kind(kind_name)
@@ -210,7 +210,7 @@ def campaign_create(*, name: str, kind: str, selection: dict, user=None, members
         raise CampaignError(f"A campaign named {name!r} already exists.", code="duplicate", field="name")
     fields = {k: v for k, v in fields.items() if k in SETTINGS and v is not None}
     fields.setdefault("votes_per_item", get_kind(kind).default_votes)
-    _check_settings(fields)
+    check_settings(fields)
     rows = select_items(kind, selection)
     if not rows:
         raise CampaignError("The selection holds no items.", code="empty", field="collection")

@@ -19,7 +19,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
-
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +39,7 @@ def _preload_aggregation(sender=None, **kwargs) -> None:
         import pandas  # noqa: F401
 
         from .aggregation import full, incremental  # noqa: F401
-    except Exception:  # noqa: BLE001 - the first aggregation imports them (and reports) instead
+    except Exception:
         log.exception("could not preload the aggregation libraries")
         return
     # Objects made so far (Django, the libraries) leave the garbage collector's view: its passes in
@@ -92,7 +91,8 @@ def _enforce_quality_rules(campaign_id: int) -> None:
 def aggregate_campaign(campaign_id: int, mode: str = "full") -> dict:
     """``mode``: "full" (everything, now), "changes" (the incremental pass, then the full pass
     queued if due), "due" (the full pass if still due, else nothing)."""
-    from .aggregation import aggregate_campaign as full, aggregate_changes, models_wait
+    from .aggregation import aggregate_campaign as full
+    from .aggregation import aggregate_changes, models_wait
 
     _enforce_quality_rules(campaign_id)
     if mode == "changes":

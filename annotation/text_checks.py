@@ -105,19 +105,19 @@ def _mean_zipf(tokens: list[str], language: str) -> float:
 def _detector(codes: tuple[str, ...]):
     from lingua import LanguageDetectorBuilder
 
-    from curation.pipeline.informativeness import _lingua_language
+    from curation.pipeline.informativeness import lingua_language
 
-    return (LanguageDetectorBuilder.from_languages(*(_lingua_language(c) for c in codes))
+    return (LanguageDetectorBuilder.from_languages(*(lingua_language(c) for c in codes))
             .with_low_accuracy_mode().build())
 
 
 def _lingua_codes(language: str) -> tuple[str, ...]:
-    from curation.pipeline.informativeness import _lingua_language
+    from curation.pipeline.informativeness import lingua_language
 
     codes = []
     for code in (language, *COMMON_LANGUAGES):
         try:
-            _lingua_language(code)
+            lingua_language(code)
         except ValueError:
             continue
         if code not in codes:
@@ -126,10 +126,10 @@ def _lingua_codes(language: str) -> tuple[str, ...]:
 
 
 def language_name(code: str) -> str:
-    from curation.pipeline.informativeness import _lingua_language
+    from curation.pipeline.informativeness import lingua_language
 
     try:
-        return _lingua_language(code).name.title()
+        return lingua_language(code).name.title()
     except ValueError:
         return code
 

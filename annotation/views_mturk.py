@@ -107,11 +107,11 @@ def _preview(request, campaign: Campaign) -> HttpResponse:
 
 def mturk_example_image(request, campaign_id: int):
     """The preview's example image: public like the preview itself, and only that one image."""
-    from curation.views_media import _serve
+    from curation.views_media import serve
 
     campaign = get_object_or_404(Campaign, pk=campaign_id, backend=Campaign.Backend.MTURK)
     task = _example(campaign)
     if task is None:
         raise Http404("This campaign has no items.")
     image = task.image
-    return _serve(image.file, image.content_type, f"{image.pk}.{image.extension}")
+    return serve(image.file, image.content_type, f"{image.pk}.{image.extension}")

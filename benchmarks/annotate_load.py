@@ -52,10 +52,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.scratch_db import (add_scratch_arguments, claim_redis_db, postgres_base_url,  # noqa: E402
-                                   release_redis_db, scratch_database)
+from benchmarks.scratch_db import (  # noqa: E402
+    add_scratch_arguments,
+    claim_redis_db,
+    postgres_base_url,
+    release_redis_db,
+    scratch_database,
+)
 from benchmarks.stack_cpu import StackSampler, cost, descendants, pss_mib  # noqa: E402
-from benchmarks.web_memory import _kill_all, _on_signal, free_port, start, wait_for_port  # noqa: E402
+from benchmarks.web_memory import free_port, kill_all, on_signal, start, wait_for_port  # noqa: E402
 
 CLIENT = str(ROOT / "benchmarks" / "annotate_load_client.py")
 TARGETS = {"cpu_ms": 15.0, "votes_per_s": 150.0, "p95_ms": 30.0, "ratio": 1.1, "web_mib": 150.0, "worker_mib": 300.0}
@@ -306,7 +311,7 @@ def run_size(args, base: str, n_tasks: int, levels: list[int], scenarios: list[s
               f"{models['peak_mib']:.0f} MiB PSS during it; at the schedule's floor (one pass per "
               f"{models['interval_s']} s) and {models['votes_per_s']:.0f} votes/s that adds "
               f"{models['ms_per_vote']:.2f} ms per vote")
-        _kill_all()
+        kill_all()
     clear_redis(args.redis_url)
     shutil.rmtree(tmp, ignore_errors=True)  # logs and collected static files of this size
     return {"tasks": n_tasks, "rows": rows, "memory": memory, "aggregation": aggregation, "models": models}
@@ -380,8 +385,8 @@ def main() -> int:
     base = postgres_base_url()
     if base is None:
         return 2
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     claimed = args.redis_url is None
     if claimed:
         args.redis_url = claim_redis_db("redis://127.0.0.1:6379")
@@ -405,7 +410,7 @@ def main() -> int:
                                             default=str))
         return 0 if passed else 1
     finally:
-        _kill_all()
+        kill_all()
         try:
             if claimed:
                 release_redis_db(args.redis_url)

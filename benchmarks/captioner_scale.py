@@ -124,7 +124,7 @@ def engine_epoch(trainer, model, optimizer, scaler, split, config, device, epoch
     from modeling.trainers.base import Prepared
 
     prepared = Prepared(split, [], [], {}, "", {})
-    _, samples, _, _ = engine._run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch, 0,
+    _, samples, _, _ = engine.run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch, 0,
                                          int(config["batch_size"]), NoDbProgress(), [], 0, 0)
     return samples
 

@@ -191,8 +191,8 @@ def plain_texts(encoder, texts: list[str], batch_size: int) -> None:
 
 def embed_part(args, workdir: Path) -> None:
     import torch
-
     from filters import make_captions
+
     import pack
     from pack.embeddings import store
     from pack.models import ImageEmbedding, TextEmbedding

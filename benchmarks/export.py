@@ -135,7 +135,7 @@ def load_rows(dsn: str, rows: int, release_id: int, collection_id: int) -> float
                                 480, "CC BY 2.0", f"photographer {image % 977}", f"img-{image}", i, text, "en",
                                 split == "test", json.dumps(provenance)))
         for table in ("curation_image", "curation_caption"):
-            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")  # noqa: S608
         conn.commit()
     seconds = time.perf_counter() - start
     settle(dsn)
@@ -211,7 +211,7 @@ def child_writer(args) -> dict:
     _setup_django()
     from releases import formats
     from releases.models import Release
-    from releases.publish import _storage_open
+    from releases.publish import open_stored
     from releases.services import normalise_options
 
     release = Release.objects.get(pk=args.release)
@@ -239,7 +239,7 @@ def child_writer(args) -> dict:
 
     image_shards.write = timed_shards
     cpu, start = _cpu_seconds(), time.perf_counter()
-    files = formats.write(args.format, release, out, options, storage_open=_storage_open)
+    files = formats.write(args.format, release, out, options, storage_open=open_stored)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     missing = [e for e in options["report"] if e["code"] == "missing_image"]
     if missing:

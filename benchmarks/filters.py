@@ -61,8 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_db import (add_scratch_arguments, claim_redis_db, postgres_base_url,  # noqa: E402
-                        release_redis_db, scratch_database)
+from scratch_db import add_scratch_arguments, claim_redis_db, postgres_base_url, release_redis_db, scratch_database  # noqa: E402
 
 AVA_STEPS = ["comment_clean", "informativeness"]
 TARGET = 0.9  # baseline CPU / pipeline CPU
@@ -147,7 +146,7 @@ def _cpu() -> float:
 
 
 def _peak_mib() -> float:
-    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
 
 
 def _process_cpu(pid: int) -> float:

@@ -128,7 +128,7 @@ from curation.models import Caption
 captions = Caption.objects.filter(image__collection=collection).count()
 print(json.dumps({{"run": run.pk, "captions": captions, "chunks": run.chunks_total,
                    "build_seconds": time.perf_counter() - started, "insert_seconds": inserted}}))
-"""
+"""  # noqa: S608
 
 FINISH = CHILD_SETUP + """
 from curation.models import FilterRun

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scratch_db import add_scratch_arguments, postgres_base_url, scratch_database  # noqa: E402
+
 WORDS = ("a dog runs on the beach with a red ball near the water at sunset while people watch "
          "actor attends the premiere of the film in the city old building with tall windows "
          "stock photo of a woman holding an umbrella in the rain on a busy street").split()

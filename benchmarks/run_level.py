@@ -71,7 +71,7 @@ executor.start(run.pk, enqueue=lambda *a: None)
 for index in RunChunk.objects.filter(run=run).values_list("index", flat=True):
     executor.run_chunk(run.pk, index)
 print(json.dumps({{"run": run.pk, "captions": Caption.objects.filter(image__collection=collection).count()}}))
-"""
+"""  # noqa: S608
 
 FINISH = CHILD_SETUP + """
 from curation.models import FilterRun

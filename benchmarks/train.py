@@ -100,7 +100,7 @@ def plain_epoch(trainer, model, optimizer, prepared, config, device, epoch):
 
 def engine_epoch(trainer, model, optimizer, prepared, config, device, epoch):
     scaler = torch.amp.GradScaler("cuda", enabled=True) if device.type == "cuda" else None
-    _, samples, seconds, _ = engine._run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch,
+    _, samples, seconds, _ = engine.run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch,
                                                0, int(config["batch_size"]), _NoDbProgress(), [], 0, 0)
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -50,7 +50,7 @@ _started: list[subprocess.Popen] = []
 
 # --- Processes ------------------------------------------------------------------------------------
 
-def _kill_all() -> None:
+def kill_all() -> None:
     for proc in reversed(_started):
         if proc.poll() is None:
             try:
@@ -70,8 +70,8 @@ def _kill_all() -> None:
     _started.clear()
 
 
-def _on_signal(signum, frame):
-    _kill_all()
+def on_signal(signum, frame):
+    kill_all()
     sys.exit(128 + signum)
 
 
@@ -235,8 +235,8 @@ def main() -> int:
         print("This benchmark reads /proc/<pid>/smaps_rollup: Linux 4.14 or newer only.", file=sys.stderr)
         return 2
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     tmp = Path(tempfile.mkdtemp(prefix="captionlab-web-memory-"))
     try:
         env = production_env(tmp)
@@ -283,7 +283,7 @@ def main() -> int:
         bare_mem = memory(bare.pid)
 
         imported = import_check(env)
-        _kill_all()
+        kill_all()
 
         # Report.
         def row(label, m, extra=""):
@@ -332,7 +332,7 @@ def main() -> int:
             }, indent=2))
         return 0 if passed else 1
     finally:
-        _kill_all()
+        kill_all()
         if args.keep:
             print(f"(kept {tmp})")
         else:

@@ -7,11 +7,10 @@ class CaptionLabConfig(AppConfig):
 
     def ready(self):
         from django.contrib.auth import get_user_model
+        from django.core import checks
         from django.db.models.signals import post_save, pre_save
 
         from . import tokens
-
-        from django.core import checks
 
         checks.register(http_only_mode, checks.Tags.security, deploy=True)
         user_model = get_user_model()

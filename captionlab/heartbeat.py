@@ -75,16 +75,16 @@ def lost_after() -> float:
     return float(settings.JOB_WORKER_LOST_AFTER_S)
 
 
-def _key(kind: str, pk: int) -> str:
+def beat_key(kind: str, pk: int) -> str:
     return f"heartbeat:{kind}:{int(pk)}"
 
 
 def beat(kind: str, pk: int, now: float | None = None) -> None:
-    cache.set(_key(kind, pk), now if now is not None else time.time(), timeout=max(int(lost_after() * 30), 3600))
+    cache.set(beat_key(kind, pk), now if now is not None else time.time(), timeout=max(int(lost_after() * 30), 3600))
 
 
 def last_beat(kind: str, pk: int) -> float | None:
-    value = cache.get(_key(kind, pk))
+    value = cache.get(beat_key(kind, pk))
     return float(value) if value is not None else None
 
 

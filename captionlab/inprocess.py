@@ -79,7 +79,7 @@ def _run(task: Task, args, kwargs, task_id: str) -> None:
     close_old_connections()
     try:
         task.apply(args=args, kwargs=kwargs, task_id=task_id, throw=True)
-    except Exception:  # noqa: BLE001 - a background job's failure must not kill the pool thread
+    except Exception:
         logger.exception("background job %s (%s) failed", task.name, task_id)
     finally:
         _local.active = False

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.contrib.auth.hashers import check_password
 from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
 
 
 def max_age() -> timedelta | None:

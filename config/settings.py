@@ -9,10 +9,10 @@ Two profiles:
 
 Settings are grouped under headings; every environment variable is listed in the README.
 """
-from datetime import timedelta
-from pathlib import Path
 import os
 import secrets
+from datetime import timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import environ

@@ -14,7 +14,7 @@ inprocess.enable()
 # memory with the master instead of each importing them on its first request.
 from django.urls import get_resolver  # noqa: E402
 
-get_resolver().url_patterns
+get_resolver().url_patterns  # noqa: B018
 
 # Templates of the pages every annotator opens (log in, the campaign list, the work page and the panel
 # each submit answers with); the cached loader keeps them compiled once they are loaded.
@@ -66,11 +66,11 @@ def _build_first_request_caches() -> None:
     from django.template.loader import get_template
     from django.utils import formats, translation
 
-    get_resolver().reverse_dict  # compiles every pattern and builds the reverse tables (current language)
+    get_resolver().reverse_dict  # compiles every pattern and builds the reverse tables (current language)  # noqa: B018
     translation.gettext("Log in")  # loads the catalogs of LANGUAGE_CODE (an empty message does not)
     formats.get_format("DATE_FORMAT")  # imports the format modules of LANGUAGE_CODE
     for engine in engines.all():
-        getattr(engine, "engine", engine).template_context_processors  # imports them (Django engines)
+        getattr(engine, "engine", engine).template_context_processors  # imports them (Django engines)  # noqa: B018
     for name in ANNOTATOR_TEMPLATES:
         get_template(name)
 

@@ -2,7 +2,16 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from .models import (
-    Caption, Collection, FilterArtifact, FilterDecision, FilterRun, Image, ImportIssue, ImportJob, Pipeline, Review,
+    Caption,
+    Collection,
+    FilterArtifact,
+    FilterDecision,
+    FilterRun,
+    Image,
+    ImportIssue,
+    ImportJob,
+    Pipeline,
+    Review,
     RunChunk,
 )
 

@@ -31,14 +31,14 @@ from .serializers import (
 RESERVED_PARAMS = {"page", "page_size", "ordering", "format"}
 
 
-def _int(value):
+def int_param(value):
     try:
         return int(value)
     except (TypeError, ValueError):
         raise ValueError("must be an integer") from None
 
 
-def _str(value):
+def str_param(value):
     return value
 
 
@@ -71,30 +71,30 @@ class WhitelistFilterMixin:
         return queryset
 
 
-def _filter_params(filters: dict) -> list[OpenApiParameter]:
+def filter_params(filters: dict) -> list[OpenApiParameter]:
     return [
-        OpenApiParameter(name, OpenApiTypes.INT if parse is _int else
+        OpenApiParameter(name, OpenApiTypes.INT if parse is int_param else
                          OpenApiTypes.BOOL if getattr(parse, "__name__", "") == "_bool" else OpenApiTypes.STR,
                          description=lookup.__doc__ if callable(lookup) else lookup)
         for name, (lookup, parse) in filters.items()
     ]
 
 
-COLLECTION_FILTERS = {"name": ("name__icontains", _str), "source_kind": ("source_kind", _str), "language": ("language", _str)}
+COLLECTION_FILTERS = {"name": ("name__icontains", str_param), "source_kind": ("source_kind", str_param), "language": ("language", str_param)}
 IMAGE_FILTERS = {
-    "collection": ("collection_id", _int), "status": ("status", _str), "format": ("format", _str),
-    "sha256": ("sha256", _str), "external_id": ("external_id", _str), "import_job": ("import_job_id", _int),
-    "min_width": ("width__gte", _int), "min_height": ("height__gte", _int),
+    "collection": ("collection_id", int_param), "status": ("status", str_param), "format": ("format", str_param),
+    "sha256": ("sha256", str_param), "external_id": ("external_id", str_param), "import_job": ("import_job_id", int_param),
+    "min_width": ("width__gte", int_param), "min_height": ("height__gte", int_param),
 }
 CAPTION_FILTERS = {
-    "image": ("image_id", _int), "collection": ("image__collection_id", _int), "origin": ("origin", _str),
-    "language": ("language", _str), "source": ("source", _str), "import_job": ("import_job_id", _int),
-    "parent": ("parent_id", _int), "q": ("text__icontains", _str),
+    "image": ("image_id", int_param), "collection": ("image__collection_id", int_param), "origin": ("origin", str_param),
+    "language": ("language", str_param), "source": ("source", str_param), "import_job": ("import_job_id", int_param),
+    "parent": ("parent_id", int_param), "q": ("text__icontains", str_param),
 }
-IMPORT_FILTERS = {"collection": ("collection_id", _int), "kind": ("kind", _str), "status": ("status", _str)}
+IMPORT_FILTERS = {"collection": ("collection_id", int_param), "kind": ("kind", str_param), "status": ("status", str_param)}
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(COLLECTION_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(COLLECTION_FILTERS)))
 class CollectionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = CollectionSerializer
     permission_classes = [IsCurator]
@@ -115,7 +115,7 @@ class CollectionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.Up
         serializer.instance.image_count = serializer.instance.caption_count = 0
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(IMAGE_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(IMAGE_FILTERS)))
 class ImageViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ImageSerializer
     permission_classes = [IsCurator]
@@ -126,7 +126,7 @@ class ImageViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
         return Image.objects.annotate(caption_count=Count("captions")).prefetch_related("topics__artifact").order_by("pk")
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(CAPTION_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(CAPTION_FILTERS)))
 class CaptionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = CaptionSerializer
     permission_classes = [IsCurator]
@@ -143,7 +143,7 @@ class CaptionViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.Rea
         serializer.save(text=text, source=f"api:{self.request.user.get_username()}")
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(IMPORT_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(IMPORT_FILTERS)))
 class ImportJobViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     """Imports. POST a multipart form (collection, kind, file, options) to start one; poll its
     ``percent`` and ``status``; read its report of skipped rows at ``/imports/{id}/report/``."""

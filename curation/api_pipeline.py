@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from captionlab.roles import IsCurator
 
 from . import services
-from .api import WhitelistFilterMixin, _filter_params, _int, _str
+from .api import WhitelistFilterMixin, filter_params, int_param, str_param
 from .errors import IngestError
 from .models import Collection, FilterDecision, FilterRun, Pipeline, decisions_of_images
 from .pipeline import executor, registry
@@ -103,20 +103,20 @@ def _of_image(image_id: int):
     return decisions_of_images([image_id])
 
 
-RUN_FILTERS = {"collection": ("collection_id", _int), "pipeline": ("pipeline_id", _int), "status": ("status", _str)}
+RUN_FILTERS = {"collection": ("collection_id", int_param), "pipeline": ("pipeline_id", int_param), "status": ("status", str_param)}
 DECISION_FILTERS = {
-    "step": ("step", _int), "filter": ("filter_name", _str), "outcome": ("outcome", _str), "reason": ("reason", _str),
-    "override": ("override", _str), "image": (_of_image, _int), "caption": ("caption_id", _int),
+    "step": ("step", int_param), "filter": ("filter_name", str_param), "outcome": ("outcome", str_param), "reason": ("reason", str_param),
+    "override": ("override", str_param), "image": (_of_image, int_param), "caption": ("caption_id", int_param),
     "min_score": ("score__gte", float), "max_score": ("score__lte", float),
     # Applied with the run (views_pipeline/text_search.py): a caption search, and outcomes at other steps.
-    "q": (lambda value: Q(), _str), "also": (lambda value: Q(), _str),
+    "q": (lambda value: Q(), str_param), "also": (lambda value: Q(), str_param),
 }
 DECISION_FILTERS["q"][0].__doc__ = ("caption search (PostgreSQL full text: words, \"a phrase\", -word) over the "
                                     "caption's text, and a transform's output")
 DECISION_FILTERS["also"][0].__doc__ = "final outcomes at other steps, e.g. 5:keep,2:drop (needs step)"
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(RUN_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(RUN_FILTERS)))
 class FilterRunViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = FilterRunSerializer
     permission_classes = [IsCurator]
@@ -136,7 +136,7 @@ class FilterRunViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"pipeline": exc.message}) from None
         return Response(FilterRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses=DecisionSerializer(many=True), parameters=_filter_params(DECISION_FILTERS))
+    @extend_schema(responses=DecisionSerializer(many=True), parameters=filter_params(DECISION_FILTERS))
     @action(detail=True, methods=["get"])
     def decisions(self, request, pk=None):
         run = self.get_object()

@@ -28,7 +28,7 @@ IMPORTS_PER_PAGE = 50
 COLLECTIONS_PER_PAGE = 50
 
 
-def _render(request, template, fragment, context, status=200):
+def render_page(request, template, fragment, context, status=200):
     """One view, two answers: the fragment for htmx (not boosted) requests, the page otherwise."""
     chosen = fragment if request.htmx and not request.htmx.boosted else template
     response = render(request, chosen, context, status=status)
@@ -111,7 +111,7 @@ def collection_detail(request, pk):
         "imports": collection.imports.order_by("-created_at")[:5],
     }
     context.update(extensions.collection_extras(collection))  # releases: the header's "Releases (n)" link
-    return _render(request, "collections/detail.html", "collections/_grid.html", context)
+    return render_page(request, "collections/detail.html", "collections/_grid.html", context)
 
 
 # --- Images --------------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def _import_report(request, job):
 def import_detail(request, pk):
     job = get_object_or_404(ImportJob.objects.select_related("collection", "created_by"), pk=pk)
     context = {"job": job, "page": _import_report(request, job)}
-    return _render(request, "imports/detail.html", "imports/_report.html", context)
+    return render_page(request, "imports/detail.html", "imports/_report.html", context)
 
 
 @role_required(roles.CURATOR)

@@ -18,7 +18,7 @@ from captionlab.roles import role_required
 from . import clusters
 from .errors import IngestError
 from .models import FilterRun
-from .views import _render
+from .views import render_page
 
 
 def _run_step(pk: int, step: int) -> tuple[FilterRun, dict]:
@@ -38,7 +38,7 @@ def run_step_clusters(request, pk, step):
     page = clusters.cluster_page(run, step, request.GET.get("page"))
     context = {"run": run, "step": step, "snapshot": snapshot, "page": page, "clusters": page.clusters,
                "target": clusters.member_target(snapshot)}
-    return _render(request, "runs/clusters.html", "runs/_cluster_list.html", context)
+    return render_page(request, "runs/clusters.html", "runs/_cluster_list.html", context)
 
 
 @role_required(roles.CURATOR)

@@ -22,7 +22,7 @@ from .models import Image
 INLINE_TYPES = {"image/jpeg", "image/png", "image/webp", "image/gif"}
 
 
-def _serve(field_file, content_type: str, filename: str):
+def serve(field_file, content_type: str, filename: str):
     if not field_file:
         raise Http404("This image has no file yet.")
     storage = field_file.storage
@@ -60,10 +60,10 @@ def _image_for(request, pk: int) -> Image:
 @login_required
 def image_file(request, pk: int):
     image = _image_for(request, pk)
-    return _serve(image.file, image.content_type, f"{image.pk}.{image.extension}")
+    return serve(image.file, image.content_type, f"{image.pk}.{image.extension}")
 
 
 @login_required
 def image_thumbnail(request, pk: int):
     image = _image_for(request, pk)
-    return _serve(image.thumbnail, "image/jpeg", f"{image.pk}-thumb.jpg")
+    return serve(image.thumbnail, "image/jpeg", f"{image.pk}-thumb.jpg")

@@ -14,7 +14,7 @@ from captionlab.roles import role_required
 from pack import PackError
 
 from .models import Caption, Collection, Image
-from .views import _render
+from .views import render_page
 from .word_search import WordSearchError, search_words
 
 DEFAULT_K = 50
@@ -54,7 +54,7 @@ def collection_search(request, pk):
         except PackError as exc:
             context["error"], context["error_code"] = exc.message, exc.code
             status = 200 if request.htmx else _status(exc)  # htmx swaps only 2xx answers
-    return _render(request, "search/search.html", "search/_results.html", context, status=status)
+    return render_page(request, "search/search.html", "search/_results.html", context, status=status)
 
 
 def _like(request, context: dict, find):
@@ -65,7 +65,7 @@ def _like(request, context: dict, find):
     except PackError as exc:
         context["error"], context["error_code"] = exc.message, exc.code
         status = _status(exc)
-    return _render(request, "search/like.html", "search/_results.html", context, status=status)
+    return render_page(request, "search/like.html", "search/_results.html", context, status=status)
 
 
 @role_required(roles.CURATOR)

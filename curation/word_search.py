@@ -17,8 +17,15 @@ from django.db import connection
 from django.db.models.functions import Left
 
 from .models import Caption
-from .views_pipeline.text_search import (INDEXED_CHARS, MAX_QUERY_CHARS, config_for, matching, query_words,
-                                         words_query, words_vector)
+from .views_pipeline.text_search import (
+    INDEXED_CHARS,
+    MAX_QUERY_CHARS,
+    config_for,
+    matching,
+    query_words,
+    words_query,
+    words_vector,
+)
 
 PER_PAGE = 25
 MAX_PER_PAGE = 100

@@ -10,16 +10,21 @@ from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 
 from captionlab.roles import IsCurator
-from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
+from curation.api import WhitelistFilterMixin, filter_params, int_param, str_param
 
 from . import engine, generation_job, groups, registry
 from .models import GenerationJob, ModelVersion, TrainingRun
-from .serializers import (ActivateSerializer, ModelVersionSerializer, TrainingRunCreateSerializer,
-                          TrainingRunGroupSerializer, TrainingRunSerializer)
+from .serializers import (
+    ActivateSerializer,
+    ModelVersionSerializer,
+    TrainingRunCreateSerializer,
+    TrainingRunGroupSerializer,
+    TrainingRunSerializer,
+)
 from .trainers.base import TrainingError
 
-RUN_FILTERS = {"kind": ("kind", _str), "status": ("status", _str), "release": ("release_id", _int),
-               "campaign": ("campaign_id", _int), "group": ("group", _str)}
+RUN_FILTERS = {"kind": ("kind", str_param), "status": ("status", str_param), "release": ("release_id", int_param),
+               "campaign": ("campaign_id", int_param), "group": ("group", str_param)}
 
 
 def _bool(value):
@@ -29,10 +34,10 @@ def _bool(value):
     return lowered in ("true", "1")
 
 
-VERSION_FILTERS = {"kind": ("kind", _str), "active": ("active", _bool)}
+VERSION_FILTERS = {"kind": ("kind", str_param), "active": ("active", _bool)}
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(RUN_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(RUN_FILTERS)))
 class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsCurator]
     filters = RUN_FILTERS
@@ -96,7 +101,7 @@ class TrainingRunViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets
         return Response(TrainingRunSerializer(engine.retry(run)).data)
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(VERSION_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(VERSION_FILTERS)))
 class ModelVersionViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsCurator]
     serializer_class = ModelVersionSerializer
@@ -149,10 +154,10 @@ class GenerationJobCreateSerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
 
-GENERATION_FILTERS = {"status": ("status", _str), "eval_kind": ("eval_kind", _str)}
+GENERATION_FILTERS = {"status": ("status", str_param), "eval_kind": ("eval_kind", str_param)}
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(GENERATION_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(GENERATION_FILTERS)))
 class GenerationJobViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Captions by captioner versions on the gpu queue (optionally reranked by fluency), then with
     ``eval_kind`` a human-evaluation campaign: POST creates and queues a job, GET reads its progress."""

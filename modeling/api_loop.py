@@ -13,14 +13,14 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from captionlab.roles import IsCurator
-from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
+from curation.api import WhitelistFilterMixin, filter_params, int_param, str_param
 
 from .loop import services
 from .loop.services import LoopError
 from .models import LearningLoop, LoopRound, Sampler
 from .views_loop import worker_lost
 
-LOOP_FILTERS = {"campaign": ("campaign_id", _int), "sampler": ("sampler", _str)}
+LOOP_FILTERS = {"campaign": ("campaign_id", int_param), "sampler": ("sampler", str_param)}
 
 
 def _help(name: str) -> str:
@@ -108,7 +108,7 @@ class LearningLoopUpdateSerializer(serializers.Serializer):
     auto_every_votes = serializers.IntegerField(required=False, help_text="0: manual")
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(LOOP_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(LOOP_FILTERS)))
 class LearningLoopViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, mixins.UpdateModelMixin,
                           viewsets.ReadOnlyModelViewSet):
     """Learning loops: POST creates one on a fluency campaign, PATCH changes the sampler and the automatic

@@ -30,12 +30,11 @@ def main(argv=None) -> int:
     django.setup()
     import torch.distributed as dist
 
+    from modeling.engine import ddp
+    from modeling.engine.progress import Cancelled, Progress
+    from modeling.engine.steps import fail_run
     from modeling.models import TrainingRun
     from modeling.trainers.base import TrainingError
-
-    from modeling.engine import ddp
-    from modeling.engine.progress import _Cancelled, _Progress
-    from modeling.engine.steps import fail_run
 
     if args.trainer_module:
         importlib.import_module(args.trainer_module)  # a trainer registered outside modeling.trainers
@@ -44,16 +43,16 @@ def main(argv=None) -> int:
     try:
         ddp.train_rank(run, rank, world, local_rank)
         return 0
-    except _Cancelled:
+    except Cancelled:
         if rank == 0:
-            progress = _Progress(run)
+            progress = Progress(run)
             progress.log("Cancelled.")
             progress.flush(force=True)
         return 3
     except TrainingError as exc:
         if rank == 0:
             run.refresh_from_db()
-            fail_run(run, _Progress(run), str(exc))
+            fail_run(run, Progress(run), str(exc))
         return 1
     finally:
         if dist.is_initialized():

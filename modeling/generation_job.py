@@ -132,7 +132,7 @@ def job_run(job_id: int, echo=None) -> GenerationJob:
     job.refresh_from_db()
     try:
         _run(job, _Progress(job, echo))
-    except Exception as exc:  # noqa: BLE001 - shown on the job page; no campaign is made, and the captions
+    except Exception as exc:
         # already generated stay (a new job for the same runs reuses them)
         message = getattr(exc, "message", None) or str(exc)
         if not _expected(exc):

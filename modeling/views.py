@@ -24,7 +24,7 @@ from captionlab.roles import role_required
 
 from . import engine, evaluation, groups, registry, run_notes, views_generation, views_groups
 from .charts import baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
-from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key  # noqa: F401
+from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key
 from .models import Kind, ModelVersion, TrainingRun
 from .trainers import DEFAULT_TRAINERS, all_trainers
 from .trainers.base import TrainingError
@@ -86,7 +86,7 @@ def _about(trainer) -> str:
     return doc[0] if doc else ""
 
 
-def _parse_run_form(post):
+def _parse_run_form(post):  # noqa: PLR0915
     """-> (trainer_name, config, release, campaign, name, errors)."""
     from annotation.models import Campaign
     from releases.models import Release

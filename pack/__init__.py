@@ -6,7 +6,16 @@ under CAPTIONLAB_MODELS_DIR and registers it (``manage.py models add-pretrained`
 registered by itself. Filters, embedding jobs and searches find a model with ``get_model`` and encode with
 ``load(model).encode_images / encode_texts``; nothing is ever downloaded.
 """
-from .catalogue import describe, ensure_packaged, find_model, get_model, model_add_pretrained, models_dir, resolve, verify
+from .catalogue import (
+    describe,
+    ensure_packaged,
+    find_model,
+    get_model,
+    model_add_pretrained,
+    models_dir,
+    resolve,
+    verify,
+)
 from .errors import PackError
 from .inspect import inspect_directory, manifest
 

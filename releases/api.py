@@ -20,7 +20,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from captionlab.roles import IsCurator
-from curation.api import WhitelistFilterMixin, _filter_params, _int, _str
+from curation.api import WhitelistFilterMixin, filter_params, int_param, str_param
 from releases.models import Release, ReleaseExport, ReleaseItem
 
 from . import ReleaseError, services
@@ -102,11 +102,11 @@ def _collection(collection_id: int):
     return of_collection(collection_id)
 
 
-RELEASE_FILTERS = {"status": ("status", _str), "name": ("name__icontains", _str), "collection": (_collection, _int)}
-ITEM_FILTERS = {"split": ("split", _str)}
+RELEASE_FILTERS = {"status": ("status", str_param), "name": ("name__icontains", str_param), "collection": (_collection, int_param)}
+ITEM_FILTERS = {"split": ("split", str_param)}
 
 
-@extend_schema_view(list=extend_schema(parameters=_filter_params(RELEASE_FILTERS)))
+@extend_schema_view(list=extend_schema(parameters=filter_params(RELEASE_FILTERS)))
 class ReleaseViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ReleaseSerializer
     permission_classes = [IsCurator]
@@ -144,7 +144,7 @@ class ReleaseViewSet(WhitelistFilterMixin, mixins.CreateModelMixin, viewsets.Rea
         release.refresh_from_db()
         return Response(ReleaseSerializer(release).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses=ReleaseItemSerializer(many=True), parameters=_filter_params(ITEM_FILTERS))
+    @extend_schema(responses=ReleaseItemSerializer(many=True), parameters=filter_params(ITEM_FILTERS))
     @action(detail=True, methods=["get"])
     def items(self, request, pk=None):
         release = self.get_object()

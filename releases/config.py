@@ -110,7 +110,7 @@ def _rules(value, field: str, collections: list[int]) -> list[dict]:
     return out
 
 
-def validate_config(config: dict) -> dict:
+def validate_config(config: dict) -> dict:  # noqa: PLR0915
     """The normalised config, or ReleaseError(message, field) naming what is wrong."""
     from curation.models import Caption, Collection, FilterRun
 

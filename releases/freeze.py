@@ -23,16 +23,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import ReleaseError, model_captions
+
+# The settings' names and sizes this module defined before the split, still importable from here.
+from .config import CONFIG_KEYS as CONFIG_KEYS
+from .config import DEDUP as DEDUP
+from .config import GOOD_RULES as GOOD_RULES
+from .config import MISSING as MISSING
+from .config import RULE_METHODS as RULE_METHODS
+from .config import RULES as RULES
 from .config import validate_config
+from .items import WRITE_BATCH as WRITE_BATCH
+from .selection import IMAGE_PAGE as IMAGE_PAGE
 from .selection import Selection
 from .split_assign import apply_splits
 from .summary import summarise
-
-# The settings' names and sizes this module defined before the split, still importable from here.
-from .config import CONFIG_KEYS as CONFIG_KEYS, DEDUP as DEDUP, GOOD_RULES as GOOD_RULES
-from .config import MISSING as MISSING, RULE_METHODS as RULE_METHODS, RULES as RULES
-from .items import WRITE_BATCH as WRITE_BATCH
-from .selection import IMAGE_PAGE as IMAGE_PAGE
 
 log = logging.getLogger(__name__)
 

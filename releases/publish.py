@@ -72,7 +72,7 @@ def clear(export: ReleaseExport, storage=None) -> int:
     return len(names)
 
 
-def _rename(storage, src: str, dst: str) -> None:
+def rename_stored(storage, src: str, dst: str) -> None:
     """Move ``src`` to ``dst`` within storage: an atomic rename on a local disk, a server-side copy
     then delete on S3, and a copy through the storage API elsewhere."""
     try:
@@ -113,7 +113,7 @@ def combined_sha256(files: list[dict]) -> str:
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
-def _storage_open(name: str, mode: str = "rb"):
+def open_stored(name: str, mode: str = "rb"):
     return default_storage.open(name, mode)
 
 
@@ -140,12 +140,12 @@ def run_export(export_id: int, storage=None, echo=None) -> ReleaseExport | None:
         with tempfile.TemporaryDirectory(prefix=f"release-{release.pk}-export-{export.pk}-") as tmp:
             out_dir = Path(tmp)
             files = formats.write(export.format, release, out_dir, options, progress=progress,
-                                  storage_open=_storage_open)
+                                  storage_open=open_stored)
             files = sorted(files, key=lambda f: f["name"])
             for entry in files:  # every file complete in storage, under its partial name
                 copy_to_storage(storage, out_dir / entry["name"], storage_name(export, entry["name"]) + PARTIAL)
             for entry in files:  # then, and only then, the final names
-                _rename(storage, storage_name(export, entry["name"]) + PARTIAL, storage_name(export, entry["name"]))
+                rename_stored(storage, storage_name(export, entry["name"]) + PARTIAL, storage_name(export, entry["name"]))
     except Exception as exc:
         message = exc.message if isinstance(exc, ReleaseError) else f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, ReleaseError):

@@ -255,7 +255,7 @@ class Selection:
     def _exists(self, name: str) -> bool:
         try:
             return default_storage.exists(name)
-        except Exception:  # noqa: BLE001 - a storage error reads as a missing file, with the reason logged
+        except Exception:
             log.exception("checking %s in storage failed", name)
             return False
 

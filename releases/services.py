@@ -84,7 +84,7 @@ def run_freeze(release_id: int, echo=None) -> Release:
         # The library marks the release failed; make sure of it, with the message.
         Release.objects.filter(pk=release.pk).exclude(status=Release.Status.FROZEN).update(
             status=Release.Status.FAILED, error=exc.message)
-    except Exception as exc:  # noqa: BLE001 - recorded on the release for the curator to read
+    except Exception as exc:
         log.exception("freezing release %s failed", release.pk)
         ReleaseItem.objects.filter(release=release).delete()
         Release.objects.filter(pk=release.pk).update(status=Release.Status.FAILED,

@@ -35,7 +35,7 @@ def apply_splits(release, plan: SplitPlan, ranges: list[tuple[int, int]]) -> Non
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     cursor.execute(
-                        f"UPDATE {table} AS t SET split = %s FROM unnest(%s::int[], %s::int[]) AS r(lo, hi) "
+                        f"UPDATE {table} AS t SET split = %s FROM unnest(%s::int[], %s::int[]) AS r(lo, hi) "  # noqa: S608
                         f"WHERE t.release_id = %s AND t.position BETWEEN r.lo AND r.hi"
                         + (" AND t.human_verified" if only_verified else ""),
                         [split, [a for a, _ in batch], [b for _, b in batch], release.pk])

@@ -85,7 +85,7 @@ def run_verify(export_id: int, storage=None, progress=None) -> ReleaseExport | N
         verification = {"status": "done", "ok": bool(files) and all(f["match"] for f in files), "files": files,
                         "matched": sum(f["match"] for f in files), "started_at": started,
                         "finished_at": timezone.now().isoformat(), "error": ""}
-    except Exception as exc:  # noqa: BLE001 - recorded on the export for the curator to read
+    except Exception as exc:
         if not isinstance(exc, ReleaseError):
             log.exception("verifying export %s failed", export.pk)
         message = exc.message if isinstance(exc, ReleaseError) else f"{type(exc).__name__}: {exc}"

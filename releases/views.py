@@ -23,13 +23,13 @@ from annotation.models import Campaign
 from captionlab import charts, roles
 from captionlab.roles import role_required
 from curation.models import Collection
+from curation.views import render_page
 from releases.models import Release, ReleaseExport, ReleaseItem
-from curation.views import _render
 
 from . import ReleaseError, services
 from .by_collection import of_collection
-from .forms import ReleaseForm, form_field_of  # noqa: F401 - the form lives in forms.py
 from .formats.export_manifest import MANIFEST_SUFFIX
+from .forms import ReleaseForm, form_field_of
 from .publish import storage_name
 
 RELEASES_PER_PAGE = 50
@@ -210,7 +210,7 @@ def release_create(request):
 def release_detail(request, pk):
     release = get_object_or_404(Release.objects.select_related("created_by"), pk=pk)
     context = _detail_context(request, release)
-    return _render(request, "releases/detail.html", "releases/_items.html", context)
+    return render_page(request, "releases/detail.html", "releases/_items.html", context)
 
 
 @role_required(roles.CURATOR)

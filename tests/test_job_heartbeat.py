@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def job():
     collection = Collection.objects.create(name="beats")
     job = ImportJob.objects.create(collection=collection, kind="tsv", source_name="cc.tsv", status="running")
-    cache.delete(heartbeat._key("import", job.pk))  # a beat of an earlier test database's job with this pk
+    cache.delete(heartbeat.beat_key("import", job.pk))  # a beat of an earlier test database's job with this pk
     return job
 
 
@@ -41,7 +41,7 @@ def test_a_task_beats_while_it_runs_and_once_more_when_it_ends(job, settings):
         name = "curation.run_import"
 
     other = ImportJob.objects.create(collection=job.collection, kind="tsv", source_name="other.tsv", status="running")
-    cache.delete(heartbeat._key("import", other.pk))
+    cache.delete(heartbeat.beat_key("import", other.pk))
 
     def beats_of(pk, after, count=1):
         """Waits (no fixed sleep: a busy machine may be slow) for ``count`` beats after ``after``."""

@@ -20,7 +20,7 @@ from curation.models import FilterDecision, FilterRun, Review
 from curation.services import pipeline_save
 from pack.models import PretrainedModel
 
-from .curation.search_helpers import _image
+from .curation.search_helpers import make_image
 from .test_browser import CHROMIUM, browser, curator, log_in, page, shot  # noqa: F401 - fixtures
 from .test_pipeline_browser import celery_for_filter_tasks
 from .test_presets_browser import RUN_TIMEOUT, start_preset_run, step_of
@@ -49,7 +49,7 @@ def photos_collection(transactional_db, shared_photos, curator):  # noqa: F811 -
 
     collection = Collection.objects.create(name="Beach and street photos", language="en")
     for i, (path, text) in enumerate(zip(sorted(shared_photos.glob("*.jpg")), CAPTIONS)):
-        image = _image(collection, path.stem, path.read_bytes(), "JPEG")
+        image = make_image(collection, path.stem, path.read_bytes(), "JPEG")
         Caption.objects.create(image=image, text=text, origin=Caption.Origin.ALT_TEXT)
     pipeline_save(name="paraphrases", steps=[{"filter": "semantic_duplicates"}], user=curator)
     return collection

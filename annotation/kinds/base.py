@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-
 _TAG = re.compile(r"<[^>]*>")
 
 

@@ -224,7 +224,7 @@ def _clean_qualifications(value, field: str) -> dict:
     return clean
 
 
-def clean_provider_config(config, field: str = "provider_config") -> dict:
+def clean_provider_config(config, field: str = "provider_config") -> dict:  # noqa: PLR0915
     """The provider settings, every key known and every value in range."""
     if config in (None, ""):
         return {}
@@ -304,7 +304,7 @@ def _one_assignment_cents(backend: str, reward: int, config: dict, votes_per_ite
     n = places or 1
     amount = reward * n
     rate = config.get("fee_rate")
-    fee = (money._cents(Decimal(amount) * Decimal(str(rate))) if rate not in (None, "")
+    fee = (money.to_cents(Decimal(amount) * Decimal(str(rate))) if rate not in (None, "")
            else money.fee_cents("linkout", amount, "reward", 1))
     what = f"{places} places" if places else "one participant"
     return amount + fee, f"{what} x {_money(reward)} + {_money(fee)} fee = {_money(amount + fee)}"
@@ -364,7 +364,7 @@ def _check_change(campaign: Campaign, clean: dict) -> None:
         _bad("backend", "The provider cannot change once work was published or paid; create a new campaign.")
     if clean["reward_cents"] != campaign.reward_cents and launched:
         _bad("reward_cents", "The reward cannot change after launch: workers accepted the work at the old one.")
-    used = money._totals(campaign.pk)
+    used = money.ledger_totals(campaign.pk)
     if clean["budget_cents"] < used:
         _bad("budget_cents", f"The budget cannot go below the {_money(used)} already committed or paid.")
     old_places = int((campaign.provider_config or {}).get("places") or 0)

@@ -282,7 +282,7 @@ class LinkoutProvider(CrowdProvider):
         for row in client.list_submissions(job.external_id):
             out.append(Submission(external_assignment_id=str(row.get("id") or ""),
                                   external_worker_id=str(row.get("participant_id") or row.get("participant") or ""),
-                                  job_external_id=job.external_id, status=_status(row.get("status")),
+                                  job_external_id=job.external_id, status=submission_status(row.get("status")),
                                   answer={"study_code": row.get("study_code") or ""},
                                   submitted_at=row.get("completed_at")))
         return out
@@ -398,7 +398,7 @@ def _norm_status(value) -> str:
     return re.sub(r"[\s_-]+", " ", str(value or "").strip().upper())
 
 
-def _status(value) -> str:
+def submission_status(value) -> str:
     status = _norm_status(value)
     return {"APPROVED": "approved", "REJECTED": "rejected", "AWAITING REVIEW": "submitted",
             "RETURNED": "returned", "TIMED OUT": "expired", "ACTIVE": "active"}.get(status, status.lower())

@@ -14,7 +14,7 @@ from captionlab import csv_safe
 from .. import quality, routing
 from ..models import Assignment, Campaign, LedgerEntry, ProviderJob
 from .base import ProviderError
-from .linkout import LinkoutProvider, _status, valid_id
+from .linkout import LinkoutProvider, submission_status, valid_id
 
 
 def _amount(cents: int) -> str:
@@ -89,7 +89,7 @@ def import_statuses(campaign: Campaign, text: str) -> dict:
         if not valid_id(pid):
             report["problems"].append((lineno, f"'{pid[:40]}' is not a participant id."))
             continue
-        status = _status(row[status_col]) if status_col is not None and status_col < len(row) else "approved"
+        status = submission_status(row[status_col]) if status_col is not None and status_col < len(row) else "approved"
         code = row[code_col].strip() if code_col is not None and code_col < len(row) else ""
         submission = row[sub_col].strip() if sub_col is not None and sub_col < len(row) else ""
         try:

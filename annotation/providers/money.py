@@ -33,7 +33,7 @@ MTURK_LARGE_HIT_ASSIGNMENTS = 10
 LIVE_STATES = (State.COMMITTED, State.PAID)
 
 
-def _cents(value: Decimal) -> int:
+def to_cents(value: Decimal) -> int:
     return int(value.quantize(Decimal("1"), rounding=ROUND_HALF_UP))
 
 
@@ -64,13 +64,13 @@ def fee_cents(provider_name: str, amount_cents: int, kind: str = Kind.REWARD, ma
         rate = MTURK_RATE
         if kind == Kind.REWARD and int(max_assignments or 1) >= MTURK_LARGE_HIT_ASSIGNMENTS:
             rate = MTURK_LARGE_HIT_RATE
-        return max(_cents(amount * rate), 1)
+        return max(to_cents(amount * rate), 1)
     if provider_name == "linkout":
-        return _cents(amount * linkout_fee_rate(campaign))
+        return to_cents(amount * linkout_fee_rate(campaign))
     return 0
 
 
-def _totals(campaign_id: int) -> int:
+def ledger_totals(campaign_id: int) -> int:
     """Committed + paid, fees included, refunds subtracted."""
     live = LedgerEntry.objects.filter(campaign_id=campaign_id, state__in=LIVE_STATES)
     plus = live.exclude(kind=Kind.REFUND).aggregate(s=Sum("amount_cents"))["s"] or 0
@@ -122,7 +122,7 @@ def commit(campaign: Campaign, provider: str, kind: str, amount_cents: int, toke
         if existing is not None:
             return existing
         if provider != "inhouse":
-            used = _totals(locked.pk)
+            used = ledger_totals(locked.pk)
             if used + amount + fee > locked.budget_cents:
                 left = max(locked.budget_cents - used, 0)
                 raise ProviderError(

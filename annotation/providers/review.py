@@ -75,7 +75,7 @@ def _label(kind, value):
     side = getattr(kind, "side", None)  # a slider: agreement is on which side of the middle
     try:
         label = side(value) if side else kind.label_of(value)
-    except Exception:  # a kind without one label per answer (captions, candidates)
+    except Exception:  # a kind without one label per answer (captions, candidates)  # noqa: BLE001
         return None
     return label if isinstance(label, (str, int, float, bool)) else None
 

@@ -80,18 +80,25 @@ from __future__ import annotations
 import random  # noqa: F401 - tests patch annotation.routing.random.random to serve gold items
 
 from .blocking import block_worker, confirm_assignment, discard_assignment, withdraw_votes
-from .claiming import Served, _claim_real, next_task
+from .claiming import Served, claim_real, next_task
 from .counting import entropy
 from .editing import edit_vote, last_editable_vote
 from .errors import RoutingError
 from .expiry import release, sweep_expired
 from .hotsql import hot_cursor
-from .members import (ensure_assignment, member_access, membership_for, refuse_blocked, settle_stage, stage_of,
-                      worker_for_user)
+from .members import (
+                      ensure_assignment,
+                      member_access,
+                      membership_for,
+                      refuse_blocked,
+                      settle_stage,
+                      stage_of,
+                      worker_for_user,
+)
 from .submitting import Submitted, feed_rating_campaign, submit_vote
 
 __all__ = ["confirm_assignment", "discard_assignment", "withdraw_votes", "RoutingError", "Served", "Submitted",
            "next_task", "submit_vote", "edit_vote", "release", "sweep_expired", "block_worker", "worker_for_user",
            "membership_for", "member_access", "refuse_blocked", "last_editable_vote", "feed_rating_campaign",
            "entropy", "stage_of", "hot_cursor",
-           "ensure_assignment", "settle_stage", "_claim_real"]
+           "ensure_assignment", "settle_stage", "claim_real"]

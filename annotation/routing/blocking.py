@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import Assignment, Campaign, Membership, Reservation, Task, Vote, Worker
-from .counting import _count_vote, _held
+from .counting import count_vote, held
 from .submitting import feed_rating_campaign
 
 
@@ -27,7 +27,7 @@ def block_worker(campaign: Campaign, worker: Worker, *, reason: str = "", blocke
                 Reservation.objects.filter(task=task, worker=worker).delete()
             counted = (Vote.objects.filter(task=task, quarantined=False).exclude(
                 worker__memberships__campaign=campaign, worker__memberships__blocked=True).count())
-            live = (Reservation.objects.filter(task=task).count() + _held(task)) if task.role == Task.Role.REAL else 0
+            live = (Reservation.objects.filter(task=task).count() + held(task)) if task.role == Task.Role.REAL else 0
             status = Task.Status.DONE if counted >= task.votes_required else Task.Status.OPEN
             if status == Task.Status.OPEN and task.status == Task.Status.DONE:
                 reopened += 1
@@ -56,7 +56,7 @@ def confirm_assignment(assignment: Assignment) -> int:
             Vote.objects.filter(pk=vote.pk).update(quarantined=False)
             released += 1
             if task.role == Task.Role.REAL:
-                _count_vote(campaign, kind, task)  # the held slot becomes a counted vote
+                count_vote(campaign, kind, task)  # the held slot becomes a counted vote
         if vote.caption_id and campaign.rate_campaign_id and task.role == Task.Role.REAL:
             feed_rating_campaign(campaign.rate_campaign, vote.caption)
     return released

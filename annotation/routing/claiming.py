@@ -18,8 +18,8 @@ from django.utils import timezone
 from ..models import Assignment, Campaign, Caption, Membership, Reservation, Task, Vote, Worker
 from .errors import RoutingError
 from .expiry import sweep_expired
-from .hotsql import _outermost, _sql, _task_columns, _task_from_row, hot_cursor
-from .members import _special_roles, _stage_for_role, ensure_assignment, membership_for, settle_stage, stage_of
+from .hotsql import hot_cursor, outermost, prepared_sql, task_columns, task_from_row
+from .members import campaign_special_roles, ensure_assignment, membership_for, settle_stage, stage_for_role, stage_of
 
 
 @dataclass
@@ -45,19 +45,19 @@ def _live_reservation(campaign: Campaign, worker: Worker, now) -> Reservation | 
 
 
 def _live_reservation_pg(campaign, worker, now) -> Reservation | None:
-    sql = _sql("live", lambda: f"""
-        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, c.text, {_task_columns()}
+    sql = prepared_sql("live", lambda: f"""
+        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, c.text, {task_columns()}
         FROM {Reservation._meta.db_table} r
         JOIN {Task._meta.db_table} t ON t.id = r.task_id
         LEFT JOIN {Caption._meta.db_table} c ON c.id = t.caption_id
         WHERE r.worker_id = %s AND r.campaign_id = %s AND r.expires_at > %s
-        ORDER BY r.created_at LIMIT 1""")
+        ORDER BY r.created_at LIMIT 1""")  # noqa: S608
     with hot_cursor() as cursor:
         cursor.execute(sql, [worker.pk, campaign.pk, now])
         row = cursor.fetchone()
     if row is None:
         return None
-    task = _task_from_row(row[5:], campaign, row[4])
+    task = task_from_row(row[5:], campaign, row[4])
     reservation = Reservation(pk=row[0], task=task, worker=worker, campaign=campaign, assignment_id=row[1],
                               created_at=row[2], expires_at=row[3])
     reservation._state.adding, reservation._state.db = False, connection.alias
@@ -90,9 +90,9 @@ def next_task(campaign: Campaign, worker: Worker, membership: Membership | None 
     now = timezone.now()
     live = _live_reservation(campaign, worker, now)
     if live is not None:
-        return Served(live, live.task, _stage_for_role(live.task.role))
+        return Served(live, live.task, stage_for_role(live.task.role))
     ensure_assignment(membership)
-    special = _special_roles(campaign, membership)
+    special = campaign_special_roles(campaign, membership)
     if membership.training_done_at is None and Task.Role.TRAINING not in special:
         # No training in this campaign when the worker starts: they are past it for good, so
         # later fetches skip the check (training comes before the first real task, not after).
@@ -101,7 +101,7 @@ def next_task(campaign: Campaign, worker: Worker, membership: Membership | None 
         stage = stage_of(campaign, membership, special)
         if stage == "failed":
             return Served(None, None, "failed", "You did not reach the qualification test's pass mark.")
-        if stage == _stage_for_role(role):
+        if stage == stage_for_role(role):
             served = _next_special(campaign, worker, membership, role, now)
             if served is not None:
                 return served
@@ -117,7 +117,7 @@ def next_task(campaign: Campaign, worker: Worker, membership: Membership | None 
             except IntegrityError:
                 pass
     for attempt in range(2):
-        served = _claim_real(campaign, worker, membership, now)
+        served = claim_real(campaign, worker, membership, now)
         if served is not None:
             return served
         if attempt == 0 and not sweep_expired(campaign, now=now):
@@ -125,7 +125,7 @@ def next_task(campaign: Campaign, worker: Worker, membership: Membership | None 
     return Served(None, None, "done", "There are no more tasks for you in this campaign. Thank you!")
 
 
-def _claim_real(campaign, worker, membership, now) -> Served | None:
+def claim_real(campaign, worker, membership, now) -> Served | None:
     if connection.vendor == "postgresql":
         return _claim_real_pg(campaign, worker, membership, now)
     with transaction.atomic():
@@ -153,14 +153,14 @@ def _claim_sql(after_last_vote: bool = False) -> str:
     PostgreSQL re-checks ``votes_required > votes_count + reserved_count`` on the newest row version
     when it locks it, so the counter invariant holds as on the ORM path."""
     task, vote, res, cap = (m._meta.db_table for m in (Task, Vote, Reservation, Caption))
-    columns = _task_columns()
+    columns = task_columns()
     last, after = "", ""
     if after_last_vote:
         last = f"""last AS (
             SELECT lt.priority AS priority, lt.id AS id FROM {vote} lv JOIN {task} lt ON lt.id = lv.task_id
             WHERE lv.worker_id = %(worker)s AND lv.campaign_id = %(campaign)s AND lv.role = 'real'
             ORDER BY lv.created_at DESC, lv.id DESC LIMIT 1
-        ), """
+        ), """  # noqa: S608
         after = "AND (t.priority, t.id) > (SELECT priority, id FROM last)"
     return f"""
         WITH {last}picked AS (
@@ -182,7 +182,7 @@ def _claim_sql(after_last_vote: bool = False) -> str:
             RETURNING id
         )
         SELECT reserved.id, c.text, t.* FROM reserved, bumped t LEFT JOIN {cap} c ON c.id = t.caption_id
-    """
+    """  # noqa: S608
 
 
 def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
@@ -194,7 +194,7 @@ def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
     for attempt in range(3):
         try:
             with transaction.atomic(), hot_cursor() as cursor:
-                if _outermost(connection):
+                if outermost(connection):
                     # A reservation need not survive a crash (the worker fetches again), so its
                     # commit does not wait for the WAL flush: a vote's commit, which does,
                     # flushes every earlier commit with it, so no stored vote can depend on a
@@ -205,10 +205,10 @@ def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
                     # Priorities are fixed: start after the worker's last voted task, so a worker
                     # does not rescan the open tasks they voted on (all of them, for a lone
                     # worker); the full scan below still finds anything earlier that reopened.
-                    cursor.execute(_sql("claim_after", lambda: _claim_sql(after_last_vote=True)), params)
+                    cursor.execute(prepared_sql("claim_after", lambda: _claim_sql(after_last_vote=True)), params)
                     row = cursor.fetchone()
                 if row is None:
-                    cursor.execute(_sql("claim", _claim_sql), params)
+                    cursor.execute(prepared_sql("claim", _claim_sql), params)
                     row = cursor.fetchone()
             break
         except IntegrityError:  # the same worker claimed meanwhile (two tabs): pick again
@@ -216,7 +216,7 @@ def _claim_real_pg(campaign, worker, membership, now) -> Served | None:
     if row is None:
         return None
     reservation_id, caption_text, values = row[0], row[1], row[2:]
-    task = _task_from_row(values, campaign, caption_text)
+    task = task_from_row(values, campaign, caption_text)
     reservation = Reservation(pk=reservation_id, task=task, worker=worker, campaign=campaign,
                               assignment_id=assignment_id, created_at=now, expires_at=expires)
     reservation._state.adding, reservation._state.db = False, connection.alias

@@ -9,7 +9,7 @@ from django.utils import timezone
 from ..models import Assignment, Campaign, Task, Vote
 
 
-def _count_vote(campaign: Campaign, kind, task: Task) -> None:
+def count_vote(campaign: Campaign, kind, task: Task) -> None:
     """Counters and dynamic overlap, with the task row locked by the caller."""
     votes_count = task.votes_count + 1
     reserved = max(task.reserved_count - 1, 0)
@@ -49,7 +49,7 @@ def entropy(labels) -> float:
     return -sum((c / n) * math.log2(c / n) for c in (labels.count(x) for x in set(labels)))
 
 
-def _held(task: Task) -> int:
+def held(task: Task) -> int:
     """Slots held by quarantined votes of assignments still waiting for the provider."""
     return (Vote.objects.filter(task=task, quarantined=True, assignment__confirmed=False)
             .exclude(assignment__state=Assignment.State.REJECTED).count())

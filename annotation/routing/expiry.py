@@ -33,7 +33,7 @@ def mark_expired(pairs) -> None:
         return
     try:
         cache.set_many({_note_key(t, w): 1 for t, w in pairs}, timeout=EXPIRED_NOTE_SECONDS)
-    except Exception:  # noqa: BLE001 - logged; the sweep itself must go on
+    except Exception:
         log.exception("could not note %d expired reservations", len(pairs))
 
 
@@ -41,7 +41,7 @@ def was_expired(task_id: int, worker_id: int) -> bool:
     """Whether this worker held this task until their reservation expired and was swept."""
     try:
         return bool(cache.get(_note_key(task_id, worker_id)))
-    except Exception:  # noqa: BLE001 - without the note the vote is refused, never a 500
+    except Exception:
         log.exception("could not read the expiry note of task %s", task_id)
         return False
 

@@ -59,18 +59,18 @@ _TASK_FIELDS = list(Task._meta.concrete_fields)
 _SQL: dict[str, str] = {}
 
 
-def _sql(name: str, build) -> str:
+def prepared_sql(name: str, build) -> str:
     text = _SQL.get(name)
     if text is None:
         text = _SQL[name] = build()
     return text
 
 
-def _task_columns(alias: str = "t") -> str:
+def task_columns(alias: str = "t") -> str:
     return ", ".join(f'{alias}."{f.column}"' for f in _TASK_FIELDS)
 
 
-def _task_from_row(values, campaign: Campaign, caption_text=None) -> Task:
+def task_from_row(values, campaign: Campaign, caption_text=None) -> Task:
     """A Task from its columns in field order (JSON decoded as the ORM does), with its campaign
     and, when the row has one, a caption holding only id and text (the rest loads on access)."""
     values = [f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
@@ -92,7 +92,7 @@ def instance_from_row(model, values, fields=None):
     return model.from_db(connection.alias, [f.attname for f in fields], values)
 
 
-def _outermost(conn) -> bool:
+def outermost(conn) -> bool:
     """True inside a transaction this code opened itself (not a caller's or a test's), where a
     SET LOCAL applies to exactly this transaction."""
     return conn.in_atomic_block and len(conn.atomic_blocks) == 1

@@ -10,7 +10,7 @@ from captionlab.roles import ADMIN, ROLES
 
 from ..models import Assignment, Campaign, Membership, Task, Vote, Worker
 from .errors import RoutingError
-from .hotsql import _sql, hot_cursor, instance_from_row
+from .hotsql import hot_cursor, instance_from_row, prepared_sql
 
 User = get_user_model()
 
@@ -72,19 +72,19 @@ def _access_sql() -> str:
     groups = User.groups.through._meta.db_table
     group = User.groups.field.related_model._meta.db_table
     role_flags = ", ".join(
-        f"EXISTS (SELECT 1 FROM {groups} ug JOIN {group} g ON g.id = ug.group_id "
+        f"EXISTS (SELECT 1 FROM {groups} ug JOIN {group} g ON g.id = ug.group_id "  # noqa: S608
         f"WHERE ug.user_id = %(user)s AND g.name = '{role}')" for role in ROLES)
     return f"""
         SELECT {columns}, {role_flags}
         FROM {member} m JOIN {worker} w ON w.id = m.worker_id JOIN {campaign} c ON c.id = m.campaign_id
              LEFT JOIN {assignment} a ON a.id = m.assignment_id
         WHERE m.campaign_id = %(campaign)s AND w.user_id = %(user)s
-    """
+    """  # noqa: S608
 
 
 def _member_access_pg(user, campaign_id: int) -> tuple[Membership | None, set]:
     with hot_cursor() as cursor:
-        cursor.execute(_sql("member_access", _access_sql), {"campaign": campaign_id, "user": user.pk})
+        cursor.execute(prepared_sql("member_access", _access_sql), {"campaign": campaign_id, "user": user.pk})
         row = cursor.fetchone()
     if row is None:
         return None, set()
@@ -126,7 +126,7 @@ def stage_of(campaign: Campaign, membership: Membership, special_roles: set | No
     return "work"
 
 
-def _special_roles(campaign: Campaign, membership: Membership) -> set:
+def campaign_special_roles(campaign: Campaign, membership: Membership) -> set:
     """The special roles the campaign has tasks of, in one query, and none at all once the member
     is past both stages (the common case on the hot path)."""
     if membership.training_done_at is not None and (campaign.qualification_pass_mark is None
@@ -151,5 +151,5 @@ def settle_stage(campaign: Campaign, membership: Membership, role: str) -> None:
     Membership.objects.filter(pk=membership.pk).update(qualification_score=score, qualified=membership.qualified)
 
 
-def _stage_for_role(role: str) -> str:
+def stage_for_role(role: str) -> str:
     return {"training": "training", "qualification": "qualification"}.get(role, "work")

@@ -18,14 +18,14 @@ from django.db import connection
 from django.utils import timezone
 
 from ..models import Campaign, Membership, Task, Vote, Worker
-from .hotsql import _sql, hot_cursor
+from .hotsql import hot_cursor, prepared_sql
 
 
 def _figures_sql(count_open: bool) -> str:
     vote, task, member = (m._meta.db_table for m in (Vote, Task, Membership))
     real, gold, open_ = Task.Role.REAL.value, Task.Role.GOLD.value, Task.Status.OPEN.value
     open_all = (f""", (SELECT COUNT(*) FROM {task} a
-                   WHERE a.campaign_id = %(campaign)s AND a.role = '{real}' AND a.status = '{open_}')"""
+                   WHERE a.campaign_id = %(campaign)s AND a.role = '{real}' AND a.status = '{open_}')"""  # noqa: S608
                 if count_open else "")
     return f"""
         SELECT mine.done, mine.open_voted, mine.undoable,
@@ -38,7 +38,7 @@ def _figures_sql(count_open: bool) -> str:
             FROM {vote} v JOIN {task} t ON t.id = v.task_id
             WHERE v.campaign_id = %(campaign)s AND v.worker_id = %(worker)s
         ) mine
-    """
+    """  # noqa: S608
 
 
 def panel_figures(campaign: Campaign, worker: Worker) -> dict:
@@ -55,7 +55,7 @@ def panel_figures(campaign: Campaign, worker: Worker) -> dict:
               "cutoff": connection.ops.adapt_datetimefield_value(cutoff)}
     name = "panel_figures" if cached_open is not None else "panel_figures_open"
     with hot_cursor() as cursor:
-        cursor.execute(_sql(name, lambda: _figures_sql(cached_open is None)), params)
+        cursor.execute(prepared_sql(name, lambda: _figures_sql(cached_open is None)), params)
         row = cursor.fetchone()
     done, open_voted, undoable, seconds = row[0] or 0, row[1] or 0, row[2] or 0, row[3] or 0
     if cached_open is None:

@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from ..kinds import VoteInvalid
 from ..models import Assignment, Campaign, Caption, GoldAnswer, Membership, Reservation, Task, Vote, Worker
-from .counting import _count_vote
+from .counting import count_vote
 from .errors import RoutingError
 from .expiry import was_expired
-from .hotsql import _sql, _task_columns, _task_from_row, hot_cursor
+from .hotsql import hot_cursor, prepared_sql, task_columns, task_from_row
 from .members import stage_of
 
 
@@ -153,14 +153,14 @@ def _lock_task(campaign, worker, task_id):
 
 
 def _lock_task_pg(campaign, worker, task_id):
-    sql = _sql("lock", lambda: f"""
-        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, a.confirmed, {_task_columns()}
+    sql = prepared_sql("lock", lambda: f"""
+        SELECT r.id, r.assignment_id, r.created_at, r.expires_at, a.confirmed, {task_columns()}
         FROM {Campaign._meta.db_table} c
         JOIN {Task._meta.db_table} t ON t.campaign_id = c.id
         LEFT JOIN {Reservation._meta.db_table} r ON r.task_id = t.id AND r.worker_id = %s
         LEFT JOIN {Assignment._meta.db_table} a ON a.id = r.assignment_id
         WHERE t.id = %s AND c.id = %s
-        FOR KEY SHARE OF c FOR NO KEY UPDATE OF t""")
+        FOR KEY SHARE OF c FOR NO KEY UPDATE OF t""")  # noqa: S608
     try:
         task_id = int(task_id)
     except (TypeError, ValueError):
@@ -170,7 +170,7 @@ def _lock_task_pg(campaign, worker, task_id):
         row = cursor.fetchone()
     if row is None:
         return None, None
-    task = _task_from_row(row[5:], campaign)
+    task = task_from_row(row[5:], campaign)
     if row[0] is None:
         return task, None
     reservation = Reservation(pk=row[0], task=task, worker=worker, campaign=campaign, assignment_id=row[1],
@@ -217,7 +217,7 @@ def _record(campaign, kind, task, worker, reservation, value, seconds, now=None)
         return None
     if task.role == Task.Role.REAL:
         if not quarantine:
-            _count_vote(campaign, kind, task)
+            count_vote(campaign, kind, task)
         # A quarantined vote is not counted until the provider confirms its assignment; it keeps
         # holding its slot (reserved_count) so that unconfirmed work does not send more workers to
         # the same item. confirm_assignment turns the slot into a vote, discard_assignment frees it.
@@ -269,7 +269,7 @@ def _plain_vote_sql() -> str:
             WHERE id = %(assignment)s AND EXISTS (SELECT 1 FROM v)
         )
         SELECT (SELECT id FROM v)
-    """
+    """  # noqa: S608
 
 
 def _record_plain_pg(campaign, task, worker, reservation, clean, seconds, now) -> Vote | None:
@@ -279,7 +279,7 @@ def _record_plain_pg(campaign, task, worker, reservation, clean, seconds, now) -
     params = {"task": task.pk, "worker": worker.pk, "campaign": campaign.pk, "assignment": reservation.assignment_id,
               "value": json.dumps(clean), "seconds": seconds, "now": now, "reservation": reservation.pk}
     with hot_cursor() as cursor:
-        cursor.execute(_sql("vote", _plain_vote_sql), params)
+        cursor.execute(prepared_sql("vote", _plain_vote_sql), params)
         (vote_id,) = cursor.fetchone()
     if vote_id is None:
         return None

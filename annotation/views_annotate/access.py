@@ -15,7 +15,7 @@ from captionlab import roles
 from .. import external, routing
 from ..models import Campaign
 from ..routing import RoutingError
-from .panel import Access, _panel_context, _render
+from .panel import Access, panel_context, render_panel
 
 
 def _access(request, campaign_id: int) -> Access:
@@ -81,7 +81,7 @@ def work_view(view):
             try:
                 response = view(request, access, *args, **kwargs)
             except RoutingError as error:
-                response = _render(request, access, _panel_context(access, None, error=error), status=error.status)
+                response = render_panel(request, access, panel_context(access, None, error=error), status=error.status)
             return _framed_for_provider(access.campaign, response)
         if not request.user.is_authenticated:
             if request.htmx:  # a swapped-in login form would be useless: send the whole page there
@@ -96,7 +96,7 @@ def work_view(view):
         try:
             return view(request, access, *args, **kwargs)
         except RoutingError as error:  # e.g. the campaign is paused: a message with its status
-            return _render(request, access, _panel_context(access, None, error=error), status=error.status)
+            return render_panel(request, access, panel_context(access, None, error=error), status=error.status)
 
     return wrapper
 

@@ -15,7 +15,7 @@ from ..markdown import render_markdown
 from ..models import Reservation, Task, Worker
 from ..routing import RoutingError
 from .access import Access, work_view
-from .panel import _panel_context, _render, _serve
+from .panel import panel_context, render_panel, serve
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def _schedule(campaign_id: int) -> None:
 
     try:
         schedule_aggregation(campaign_id)
-    except Exception:  # noqa: BLE001 - logged; the next vote schedules again
+    except Exception:
         log.exception("could not schedule the aggregation of campaign %s", campaign_id)
 
 
@@ -95,11 +95,11 @@ def _after_vote(request, access: Access, result):
                     "expected": campaign.kind_spec.display(result.feedback["expected"]),
                     "explanation": render_markdown(result.feedback.get("feedback", "")),
                     "is_write": campaign.kind_spec.example_gold}
-        return _render(request, access, _panel_context(access, None, feedback=feedback))
+        return render_panel(request, access, panel_context(access, None, feedback=feedback))
     if not (request.htmx and not request.htmx.boosted):
         return redirect("annotate", campaign.pk)
-    served = _serve(access)
-    return _render(request, access, _panel_context(access, served))
+    served = serve(access)
+    return render_panel(request, access, panel_context(access, served))
 
 
 def _refusal(request, access: Access, error: RoutingError, task_id: int, vote_id: int | None, value: dict):
@@ -109,17 +109,17 @@ def _refusal(request, access: Access, error: RoutingError, task_id: int, vote_id
     if vote_id is not None:
         vote = routing.last_editable_vote(campaign, worker)
         if vote is not None and vote.pk == vote_id:
-            return _render(request, access, _panel_context(access, None, editing=vote, value=value, error=error),
+            return render_panel(request, access, panel_context(access, None, editing=vote, value=value, error=error),
                            status=error.status)
     try:
-        served = _serve(access)
+        served = serve(access)
     except RoutingError:  # e.g. paused meanwhile: the refusal's own message is the one to read
         served = None
     same = served is not None and served.task is not None and served.task.pk == task_id
-    context = _panel_context(access, served, value=value if same else None, error=error)
+    context = panel_context(access, served, value=value if same else None, error=error)
     if not same:  # e.g. a late answer the item no longer needs: what was typed stays on the page
         context["unsaved"] = campaign.kind_spec.unsaved(value)
-    return _render(request, access, context, status=error.status)
+    return render_panel(request, access, context, status=error.status)
 
 
 @work_view
@@ -140,7 +140,7 @@ def work_undo(request, access: Access):
         return _refusal(request, access, error, 0, None, {})
     if not (request.htmx and not request.htmx.boosted):
         return redirect(f"{reverse('annotate', args=[campaign.pk])}?edit={vote.pk}")
-    return _render(request, access, _panel_context(access, None, editing=vote))
+    return render_panel(request, access, panel_context(access, None, editing=vote))
 
 
 @work_view
@@ -158,9 +158,9 @@ def work_skip(request, access: Access):
         error = RoutingError("Training and qualification items cannot be skipped.", "not_skippable", 400)
         return _refusal(request, access, error, task_id, None, {})
     # Take the next task before giving this one back, or routing would hand the same one out again.
-    routing._claim_real(campaign, worker, access.membership, timezone.now())
+    routing.claim_real(campaign, worker, access.membership, timezone.now())
     routing.release(campaign, worker, task_id)
     if not (request.htmx and not request.htmx.boosted):
         return redirect("annotate", campaign.pk)
-    served = _serve(access)
-    return _render(request, access, _panel_context(access, served))
+    served = serve(access)
+    return render_panel(request, access, panel_context(access, served))

@@ -14,7 +14,7 @@ from .. import routing
 from ..models import Assignment, Campaign, GoldAnswer, Membership, Task, Vote, Worker
 from ..routing import RoutingError
 from .access import Access, work_view
-from .panel import _feedback_for, _panel_context, _preview, _render, _serve
+from .panel import curator_preview, feedback_for, panel_context, render_panel, serve
 
 
 def annotator_campaigns(user) -> list[Campaign]:
@@ -79,7 +79,7 @@ def work_page(request, access: Access):
     (``?feedback=<vote>``, after a plain form post) or a vote re-opened by undo (``?edit=<vote>``)."""
     campaign, worker = access.campaign, access.worker
     if access.preview:
-        return _render(request, access, _panel_context(access, _preview(access)))
+        return render_panel(request, access, panel_context(access, curator_preview(access)))
     if access.external is not None and access.external.state != Assignment.State.ACTIVE:
         return redirect("external-finish", campaign.pk)
     feedback_id, edit_id = request.GET.get("feedback", ""), request.GET.get("edit", "")
@@ -88,15 +88,15 @@ def work_page(request, access: Access):
                                                             role=Task.Role.TRAINING).first())
         if vote is not None:
             gold = GoldAnswer.objects.filter(task_id=vote.task_id).first()
-            feedback = _feedback_for(campaign.kind_spec, vote, gold)
+            feedback = feedback_for(campaign.kind_spec, vote, gold)
             if feedback is not None:
-                return _render(request, access, _panel_context(access, None, feedback=feedback))
+                return render_panel(request, access, panel_context(access, None, feedback=feedback))
     if edit_id.isdigit():
         vote = routing.last_editable_vote(campaign, worker)
         if vote is not None and vote.pk == int(edit_id) and campaign.kind_spec.editable:
-            return _render(request, access, _panel_context(access, None, editing=vote))
+            return render_panel(request, access, panel_context(access, None, editing=vote))
         error = RoutingError("The edit window of that vote has closed.", "edit_closed", 409)
-        served = _serve(access)
-        return _render(request, access, _panel_context(access, served, error=error), status=error.status)
-    served = _serve(access)
-    return _render(request, access, _panel_context(access, served))
+        served = serve(access)
+        return render_panel(request, access, panel_context(access, served, error=error), status=error.status)
+    served = serve(access)
+    return render_panel(request, access, panel_context(access, served))

@@ -55,7 +55,7 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes}:{secs:02d}"
 
 
-def _panel_context(access: Access, served, *, value=None, error: RoutingError | None = None,
+def panel_context(access: Access, served, *, value=None, error: RoutingError | None = None,
                    editing: Vote | None = None, feedback: dict | None = None) -> dict:
     """Everything the task panel shows. ``served`` is a routing.Served (or None after a refusal)."""
     campaign = access.campaign
@@ -91,7 +91,7 @@ def _panel_context(access: Access, served, *, value=None, error: RoutingError | 
     return context
 
 
-def _render(request, access: Access, context: dict, status: int = 200):
+def render_panel(request, access: Access, context: dict, status: int = 200):
     """The panel for htmx requests, the whole page otherwise."""
     if request.htmx and not request.htmx.boosted:
         response = render(request, PANEL, context, status=status)
@@ -103,7 +103,7 @@ def _render(request, access: Access, context: dict, status: int = 200):
     return response
 
 
-def _preview(access: Access):
+def curator_preview(access: Access):
     """A curator's look at the page: the first training item (or the first item), nothing reserved."""
     campaign = access.campaign
     task = (campaign.tasks.filter(role=Task.Role.TRAINING).select_related("image", "caption").order_by("position", "pk")
@@ -116,7 +116,7 @@ def _preview(access: Access):
 FINISH_MESSAGE = "You have done the items of this session. Press Finish to get your completion code."
 
 
-def _serve(access: Access):
+def serve(access: Access):
     """The next task (routing.next_task); for an external worker whose quota is reached or who has
     no task left, the "finish" stage with the Finish button instead."""
     campaign, worker = access.campaign, access.worker
@@ -137,7 +137,7 @@ def _serve(access: Access):
     return served
 
 
-def _feedback_for(kind, vote: Vote, gold: GoldAnswer | None) -> dict | None:
+def feedback_for(kind, vote: Vote, gold: GoldAnswer | None) -> dict | None:
     if gold is None:
         return None
     return {"correct": vote.correct, "expected": kind.display(gold.value),

@@ -6,5 +6,5 @@ from django.shortcuts import get_object_or_404
 from ..models import Campaign
 
 
-def _campaign(pk) -> Campaign:
+def campaign(pk) -> Campaign:
     return get_object_or_404(Campaign.objects.select_related("collection", "rate_campaign"), pk=pk)

@@ -15,7 +15,7 @@ from ..forms import CrowdForm
 from ..models import LedgerEntry
 from ..providers import controls, money
 from ..services import CampaignError
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 LEDGER_PER_PAGE = 200
 

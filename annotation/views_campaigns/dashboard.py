@@ -14,7 +14,7 @@ from captionlab.roles import role_required
 from .. import quality, services
 from ..models import Campaign
 from ..services import CampaignError
-from ._common import _campaign
+from ._common import campaign as _campaign
 from .context import DEFAULT_PRECISION, dashboard_context
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def campaign_aggregate(request, pk):
         messages.warning(request, f"Blocked on gold accuracy: {', '.join(str(w) for w in blocked)}.")
     try:
         aggregate_campaign.delay(campaign.pk)
-    except Exception as exc:  # noqa: BLE001 - the curator gets the reason, the log the traceback
+    except Exception as exc:
         log.exception("aggregation of campaign %s failed", campaign.pk)
         messages.error(request, f"The aggregation failed: {exc}")
     else:

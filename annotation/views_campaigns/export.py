@@ -12,7 +12,7 @@ from captionlab.roles import role_required
 
 from ..models import Aggregate, Campaign
 from ..vote_export import vote_rows
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 
 def _cell(value):

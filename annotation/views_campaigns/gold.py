@@ -14,7 +14,7 @@ from ..forms import GOLD_ROLES, GoldForm
 from ..kinds import VoteInvalid
 from ..models import Campaign, GoldAnswer, Task
 from ..services import CampaignError
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 GOLD_PER_PAGE = 30
 

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET, require_POST
 from captionlab import roles
 from captionlab.roles import role_required
 
-from ..providers import controls
 from ..forms import CampaignForm, prefill
 from ..models import Campaign, Task, Vote
+from ..providers import controls
 from ..services import CampaignError
 
 CAMPAIGNS_PER_PAGE = 50

@@ -12,7 +12,7 @@ from captionlab import roles
 from captionlab.roles import role_required
 
 from .. import results
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 RESULTS_PER_PAGE = 50
 

@@ -10,7 +10,7 @@ from captionlab import roles
 from captionlab.roles import role_required
 
 from ..models import Aggregate, Task
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 TASKS_PER_PAGE = 50
 

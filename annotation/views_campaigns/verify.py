@@ -11,7 +11,7 @@ from captionlab.roles import role_required
 
 from ..services import CampaignError
 from ..verify_rewrites import counts_text, verdicts_apply
-from ._common import _campaign
+from ._common import campaign as _campaign
 
 
 @role_required(roles.CURATOR)

@@ -11,7 +11,7 @@ from captionlab.roles import role_required
 from .. import routing, services
 from ..forms import BlockForm, MembersForm
 from ..models import Membership
-from ._common import _campaign
+from ._common import campaign as _campaign
 from .context import worker_rows
 
 

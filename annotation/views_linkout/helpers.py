@@ -16,7 +16,7 @@ from ..providers.base import ProviderError, get_provider
 MAX_UPLOAD = 20 * 1024 * 1024
 
 
-def _campaign(pk) -> Campaign:
+def linkout_campaign(pk) -> Campaign:
     return get_object_or_404(Campaign.objects.select_related("collection"), pk=pk)
 
 
@@ -71,7 +71,7 @@ def _provider_context(campaign: Campaign) -> dict:
             **cost_context(campaign)}
 
 
-def _page(request, campaign, status=200, **extra):
+def page(request, campaign, status=200, **extra):
     context = _provider_context(campaign)
     context.update(extra)
     if context["start_path"]:
@@ -82,14 +82,14 @@ def _page(request, campaign, status=200, **extra):
     return render(request, "annotation/provider/page.html", context, status=status)
 
 
-def _int(value, default=0) -> int | None:
+def int_param(value, default=0) -> int | None:
     try:
         return int(str(value).strip())
     except (TypeError, ValueError):
         return None if value not in (None, "") else default
 
 
-def _cents(value) -> int | None:
+def cents(value) -> int | None:
     """'1.50' (currency units) -> 150; None when not a number >= 0."""
     from decimal import Decimal, InvalidOperation
 
@@ -102,12 +102,12 @@ def _cents(value) -> int | None:
     return int((amount * 100).quantize(Decimal("1")))
 
 
-def _report_text(report: dict) -> str:
+def report_text(report: dict) -> str:
     parts = [f"{report.get(k, 0)} {k}" for k in ("approved", "rejected", "confirmed", "expired", "unchanged")]
     return "Imported: " + ", ".join(parts) + (f"; {len(report['problems'])} problems" if report.get("problems") else "")
 
 
-def _upload_text(request) -> tuple[str | None, str]:
+def upload_text(request) -> tuple[str | None, str]:
     upload = request.FILES.get("file")
     if upload is None:
         return None, "Choose a CSV file to import."

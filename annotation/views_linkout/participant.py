@@ -21,7 +21,6 @@ from ..models import Assignment, Campaign, Membership, Reservation
 from ..providers import linkout
 from ..providers.base import ProviderError, get_provider
 
-
 # --- workers: start, consent, finish ---------------------------------------------------------
 
 
@@ -171,7 +170,7 @@ def external_image(request, campaign_id, image_id):
     """An item's image for the external worker of this browser session (they have no account, so
     curation's image view, which needs a role, is not theirs): only images of this campaign's items."""
     from curation.models import Image
-    from curation.views_media import _serve
+    from curation.views_media import serve
 
     campaign = get_object_or_404(Campaign, pk=campaign_id)
     if external.current(request, campaign) is None:
@@ -179,4 +178,4 @@ def external_image(request, campaign_id, image_id):
     if not campaign.tasks.filter(image_id=image_id).exists():
         raise Http404("No such image.")
     image = get_object_or_404(Image, pk=image_id)
-    return _serve(image.file, image.content_type, f"{image.pk}.{image.extension}")
+    return serve(image.file, image.content_type, f"{image.pk}.{image.extension}")

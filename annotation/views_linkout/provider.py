@@ -19,10 +19,9 @@ from captionlab.roles import role_required
 from .. import batch_csv
 from ..models import Assignment, Campaign
 from ..providers import controls, linkout, linkout_files, money
-from ..services import CampaignError
 from ..providers.base import ProviderError, get_provider
-from .helpers import _campaign, _cents, _int, _page, _report_text, _upload_text
-
+from ..services import CampaignError
+from .helpers import cents, int_param, linkout_campaign, page, report_text, upload_text
 
 # --- curators: the provider page and its actions -----------------------------------------------
 
@@ -30,7 +29,7 @@ from .helpers import _campaign, _cents, _int, _page, _report_text, _upload_text
 @role_required(roles.CURATOR)
 @require_GET
 def campaign_provider(request, pk):
-    return _page(request, _campaign(pk))
+    return page(request, linkout_campaign(pk))
 
 
 def _save_settings(request, campaign: Campaign) -> list[str]:
@@ -55,7 +54,7 @@ def _save_settings(request, campaign: Campaign) -> list[str]:
             errors.append(error.message)
     cfg["completion_url"] = url
     for key, label in (("places", "places"), ("tasks_per_assignment", "tasks per participant")):
-        value = _int(post.get(key, ""), 0)
+        value = int_param(post.get(key, ""), 0)
         if value is None or value < 0 or value > 100000:
             errors.append(f"The number of {label} must be a whole number from 0 to 100000.")
         else:
@@ -71,7 +70,7 @@ def _save_settings(request, campaign: Campaign) -> list[str]:
     else:
         cfg.pop("fee_rate", None)
     cfg["api"] = "prolific" if post.get("api") == "prolific" else ""
-    reward, budget = _cents(post.get("reward", "0") or "0"), _cents(post.get("budget", "0") or "0")
+    reward, budget = cents(post.get("reward", "0") or "0"), cents(post.get("budget", "0") or "0")
     if reward is None or budget is None:
         errors.append("Reward and budget are amounts such as 1.50.")
     if errors:
@@ -88,12 +87,12 @@ def _save_settings(request, campaign: Campaign) -> list[str]:
 @role_required(roles.CURATOR)
 @require_POST
 def provider_action(request, pk, action):
-    campaign = _campaign(pk)
+    campaign = linkout_campaign(pk)
     try:
         if action == "settings":
             errors = _save_settings(request, campaign)
             if errors:
-                return _page(request, campaign, status=400, errors=errors, form=request.POST)
+                return page(request, campaign, status=400, errors=errors, form=request.POST)
             messages.success(request, "Settings saved.")
         elif action == "launch":
             if campaign.backend == Campaign.Backend.MTURK:
@@ -115,7 +114,7 @@ def provider_action(request, pk, action):
             get_provider(campaign.backend).pause(campaign)
             messages.success(request, "Paused.")
         elif action == "extend":
-            extra = _int(request.POST.get("extra_assignments", ""), 0)
+            extra = int_param(request.POST.get("extra_assignments", ""), 0)
             if extra is None or extra <= 0 or extra > 100000:
                 raise ProviderError("Say how many places (assignments) to add: a whole number above 0.",
                                     code="bad_request")
@@ -127,7 +126,7 @@ def provider_action(request, pk, action):
         elif action == "sync":
             if campaign.backend == Campaign.Backend.LINKOUT:
                 report = linkout_files.sync_api(campaign)
-                messages.success(request, _report_text(report))
+                messages.success(request, report_text(report))
             else:
                 from ..tasks_providers import provider_sync  # MTurk's sync task
 
@@ -140,16 +139,16 @@ def provider_action(request, pk, action):
             raise Http404("No such action.")
     except ProviderError as error:
         campaign.refresh_from_db()
-        return _page(request, campaign, status=409 if error.code != "bad_request" else 400, error=error.message)
+        return page(request, campaign, status=409 if error.code != "bad_request" else 400, error=error.message)
     except ImportError:
-        return _page(request, campaign, status=503, error="The MTurk provider is not installed on this server.")
+        return page(request, campaign, status=503, error="The MTurk provider is not installed on this server.")
     return redirect("campaign-provider", campaign.pk)
 
 
 @role_required(roles.CURATOR)
 @require_POST
 def provider_assignment(request, pk, assignment_id, op):
-    campaign = _campaign(pk)
+    campaign = linkout_campaign(pk)
     assignment = get_object_or_404(Assignment, pk=assignment_id, campaign=campaign)
     feedback = request.POST.get("feedback", "").strip()[:2000]
     try:
@@ -163,7 +162,7 @@ def provider_assignment(request, pk, assignment_id, op):
             provider.reject(assignment, feedback)
             messages.success(request, f"Rejected {assignment.worker}.")
         elif op == "bonus":
-            amount = _cents(request.POST.get("amount", ""))
+            amount = cents(request.POST.get("amount", ""))
             if not amount:
                 raise ProviderError("A bonus is an amount above 0, such as 0.50.", code="bad_request")
             if not feedback:
@@ -174,14 +173,14 @@ def provider_assignment(request, pk, assignment_id, op):
         else:
             raise Http404("No such action.")
     except ProviderError as error:
-        return _page(request, campaign, status=400 if error.code == "bad_request" else 409, error=error.message)
+        return page(request, campaign, status=400 if error.code == "bad_request" else 409, error=error.message)
     return redirect("campaign-provider", campaign.pk)
 
 
 @role_required(roles.CURATOR)
 @require_GET
 def provider_export(request, pk, kind):
-    campaign = _campaign(pk)
+    campaign = linkout_campaign(pk)
     try:
         text = linkout_files.export_csv(campaign, kind)
     except ProviderError:
@@ -195,20 +194,20 @@ def provider_export(request, pk, kind):
 @require_POST
 def provider_import(request, pk):
     """The marketplace's status / approvals CSV: confirms and approves / rejects (idempotent)."""
-    campaign = _campaign(pk)
-    text, problem = _upload_text(request)
+    campaign = linkout_campaign(pk)
+    text, problem = upload_text(request)
     if text is None:
-        return _page(request, campaign, status=400, error=problem)
+        return page(request, campaign, status=400, error=problem)
     report = linkout_files.import_statuses(campaign, text)
     status = 400 if report["problems"] and not any(report[k] for k in ("approved", "rejected", "confirmed",
                                                                         "expired", "unchanged")) else 200
-    return _page(request, campaign, status=status, import_report=report, import_summary=_report_text(report))
+    return page(request, campaign, status=status, import_report=report, import_summary=report_text(report))
 
 
 @role_required(roles.CURATOR)
 @require_GET
 def batch_export(request, pk):
-    campaign = _campaign(pk)
+    campaign = linkout_campaign(pk)
     response = HttpResponse(batch_csv.export_batch(campaign), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-batch-results.csv"'
     return response
@@ -217,14 +216,14 @@ def batch_export(request, pk):
 @role_required(roles.CURATOR)
 @require_POST
 def batch_import(request, pk):
-    campaign = _campaign(pk)
-    text, problem = _upload_text(request)
+    campaign = linkout_campaign(pk)
+    text, problem = upload_text(request)
     if text is None:
-        return _page(request, campaign, status=400, error=problem)
+        return page(request, campaign, status=400, error=problem)
     mapping = {k: request.POST.get(k, "").strip() for k in ("image_column", "answer_column", "match")}
     try:
         report = batch_csv.import_batch(campaign, text, **{k: v for k, v in mapping.items() if v})
     except batch_csv.BatchError as error:
-        return _page(request, campaign, status=400, error=error.message)
+        return page(request, campaign, status=400, error=error.message)
     status = 200 if report.imported or not report.problems else 400
-    return _page(request, campaign, status=status, batch_report=report)
+    return page(request, campaign, status=status, batch_report=report)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import unicodedata
-
 from typing import BinaryIO, Iterator
 
 from django.conf import settings

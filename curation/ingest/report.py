@@ -5,7 +5,6 @@ from django.db.models import F
 
 from ..models import ImportIssue, ImportJob
 
-
 _CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in list(range(32)) + [127] if c != 9}
 
 

@@ -60,7 +60,7 @@ def _write_url_rows_postgres(job, rows, *, origin, language) -> BatchResult:
                 '', '', '', %(job)s, min(s.line), now()
             FROM {_STAGE} s GROUP BY s.url ORDER BY min(s.line)
             ON CONFLICT (collection_id, source_url) WHERE NOT (source_url = '') DO NOTHING
-            """,
+            """,  # noqa: S608
             params,
         )
         images_created = cursor.rowcount
@@ -74,7 +74,7 @@ def _write_url_rows_postgres(job, rows, *, origin, language) -> BatchResult:
             JOIN curation_image i ON i.collection_id = %(collection)s AND i.source_url = s.url
                 AND NOT (i.source_url = '')
             ON CONFLICT (image_id, text_hash, source) DO NOTHING
-            """,
+            """,  # noqa: S608
             params,
         )
         captions_created = cursor.rowcount

@@ -8,8 +8,8 @@ runs, chunks, decisions, reviews, artifacts, seeds, topics). Releases are the ``
 Migrations refer to ``curation.models.image_upload_to`` and ``curation.models.cascade_image_level``.
 """
 from .collection import Collection
-from .imports import ImportIssue, ImportJob
 from .images import Caption, Image, image_upload_to, text_hash
+from .imports import ImportIssue, ImportJob
 from .pipeline import (
     CaptionSeed,
     FilterArtifact,

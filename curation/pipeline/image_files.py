@@ -37,5 +37,5 @@ def probe(item: Item) -> tuple[str | None, int | None, int | None]:
         return item.image_format, item.width, item.height
 
 
-def _error(exc: Exception) -> str:
+def error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]

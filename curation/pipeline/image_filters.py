@@ -18,7 +18,8 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from .base import Decision, Filter, Item, drop, keep, not_applicable
-from .image_files import _error, has_file, no_file, probe, read_file
+from .image_files import error as _error
+from .image_files import has_file, no_file, probe, read_file
 from .phash_groups import NearDuplicateGroups
 from .registry import register
 from .unsafe import NoOpChecker, UnsafeContent, UnsafeContentChecker, load_checker  # noqa: F401 - their old home

@@ -64,11 +64,28 @@ from functools import lru_cache
 from typing import Iterable
 
 from .base import Decision, Filter, Item, drop, keep
+
 # The statistics live in informativeness_stats; their names are this module's too (callers import them here).
-from .informativeness_stats import (NEEDS, QUANTILE_SAMPLE, STATE_FORMAT, STOP_WORDS, Scorer, _check_state,  # noqa: F401
-                                    counts_from_state, fit_docs, fit_from_texts, ngrams, percentile_of,
-                                    quantiles, rho_at_percentile, scorer_for, squeeze_letters, state_from_bytes,
-                                    state_from_counts, state_to_bytes)
+from .informativeness_stats import (  # noqa: F401
+    NEEDS,
+    QUANTILE_SAMPLE,
+    STATE_FORMAT,
+    STOP_WORDS,
+    Scorer,
+    check_state,
+    counts_from_state,
+    fit_docs,
+    fit_from_texts,
+    ngrams,
+    percentile_of,
+    quantiles,
+    rho_at_percentile,
+    scorer_for,
+    squeeze_letters,
+    state_from_bytes,
+    state_from_counts,
+    state_to_bytes,
+)
 from .registry import register
 
 SITE_WORDS = ("challenge", "challenges", "vote", "votes", "voted", "voting", "congrats", "congratulations",
@@ -106,7 +123,7 @@ def site_words_in(words: Iterable[str], site_words: Iterable[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _common_english_words() -> frozenset[str]:
+def common_english_words() -> frozenset[str]:
     from wordfreq import top_n_list
 
     return frozenset(top_n_list("en", 25000))
@@ -122,7 +139,7 @@ def common_english_share(words: list[str]) -> float:
     """The share of words among the 25,000 most frequent English words (wordfreq)."""
     if not words:
         return 0.0
-    common = _common_english_words()
+    common = common_english_words()
     return sum(1 for w in words if w in common) / len(words)
 
 
@@ -130,13 +147,13 @@ def common_english_share(words: list[str]) -> float:
 def _detector(codes: tuple[str, ...], accuracy: str = "high"):
     from lingua import LanguageDetectorBuilder
 
-    builder = LanguageDetectorBuilder.from_languages(*(_lingua_language(c) for c in codes))
+    builder = LanguageDetectorBuilder.from_languages(*(lingua_language(c) for c in codes))
     if accuracy == "low":  # trigram models only: far less memory, less reliable on short texts
         builder = builder.with_low_accuracy_mode()
     return builder.build()
 
 
-def _lingua_language(code: str):
+def lingua_language(code: str):
     from lingua import IsoCode639_1, Language
 
     try:
@@ -185,15 +202,15 @@ class CommentClean(Filter):
         if self.params["language_accuracy"] not in ("high", "low"):
             raise ValueError("comment_clean: language_accuracy must be 'high' or 'low'")
         if language:
-            _lingua_language(language)
+            lingua_language(language)
             for code in self.params["candidate_languages"]:
-                _lingua_language(code)
+                lingua_language(code)
         self._candidates = sorted({*self.params["candidate_languages"], language} - {""})
         self._site_words = {w.lower() for w in self.params["site_words"]}
 
     def warm(self) -> None:
         if self.params["language"]:
-            _common_english_words()
+            common_english_words()
             detect_languages(["Une maison près du vieux pont sur la rivière"], self._candidates,
                              self.params["language_accuracy"])
 
@@ -269,7 +286,7 @@ class Informativeness(Filter):
         if percentile is not None and not 0 <= float(percentile) <= 100:
             raise ValueError("informativeness: min_rho_percentile must be between 0 and 100")
         if state is not None:
-            _check_state(state)
+            check_state(state)
             if percentile is not None and not state.get("rho_quantiles"):
                 raise ValueError("informativeness: these statistics were fitted without rho quantiles; fit them "
                                  "again or set min_rho_percentile to None")

@@ -130,7 +130,7 @@ def state_from_counts(unigrams: Counter, bigrams: Counter, *, comments: int) -> 
 
 
 def counts_from_state(state: dict) -> tuple[Counter, Counter]:
-    _check_state(state)
+    check_state(state)
     return _ungrouped(state["unigrams"]), _ungrouped(state["bigrams"])
 
 
@@ -141,11 +141,11 @@ def state_to_bytes(state: dict) -> bytes:
 
 def state_from_bytes(data: bytes) -> dict:
     state = json.loads(data)
-    _check_state(state)
+    check_state(state)
     return state
 
 
-def _check_state(state) -> None:
+def check_state(state) -> None:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"not informativeness statistics (format {found!r}, expected {STATE_FORMAT!r})")
@@ -251,7 +251,7 @@ _SCORERS: dict[tuple[str, float], Scorer] = {}
 def scorer_for(state: dict, unseen_count: float = 1.0) -> Scorer:
     """The compiled scorer for a state, built once per process per fingerprint (every chunk of a run
     gets the state afresh; compiling it again each time would cost more than scoring)."""
-    _check_state(state)
+    check_state(state)
     key = (state.get("fingerprint") or "", float(unseen_count))
     found = _SCORERS.get(key) if key[0] else None
     if found is None:

@@ -79,7 +79,7 @@ def model_version() -> str:
 # run (30% of web alt-text is exact duplicates), and a Doc is only read by the filters. (The executor
 # keeps the decisions of text-only steps per distinct text, so it does not ask again for most of them:
 # a small cache is enough, and a Doc with its tensor weighs some 10 kB.)
-_DOC_CACHE: "OrderedDict[tuple[frozenset[str], str], object]" = OrderedDict()
+DOC_CACHE: "OrderedDict[tuple[frozenset[str], str], object]" = OrderedDict()
 DOC_CACHE_SIZE = 1_000
 DOC_CACHE_MAX_CHARS = 2_000
 
@@ -93,9 +93,9 @@ def parse_unique(texts: list[str], needs: frozenset[str], batch_size: int = 256)
     found = {}
     todo = []
     for text in distinct:
-        doc = _DOC_CACHE.get((needs, text))
+        doc = DOC_CACHE.get((needs, text))
         if doc is not None:
-            _DOC_CACHE.move_to_end((needs, text))
+            DOC_CACHE.move_to_end((needs, text))
             found[text] = doc
         else:
             todo.append(text)
@@ -105,9 +105,9 @@ def parse_unique(texts: list[str], needs: frozenset[str], batch_size: int = 256)
     for text, doc in zip(parseable, nlp.pipe(parseable, batch_size=batch_size)):
         found[text] = doc
         if len(text) <= DOC_CACHE_MAX_CHARS:
-            _DOC_CACHE[(needs, text)] = doc
-    while len(_DOC_CACHE) > DOC_CACHE_SIZE:
-        _DOC_CACHE.popitem(last=False)
+            DOC_CACHE[(needs, text)] = doc
+    while len(DOC_CACHE) > DOC_CACHE_SIZE:
+        DOC_CACHE.popitem(last=False)
     return {t: found.get(t) for t in distinct}
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from .seeds import CaptionSeeds, save_seeds
 
-
 SEED_SOURCE = "caption seeds of #{parent}"  # a seed caption's source: unique per description and text
 SEED_LANGUAGE = "en"  # seeds are read from an English parse (translated first where a model is configured)
 

@@ -23,7 +23,8 @@ from django.utils.module_loading import import_string
 
 from . import model_steps
 from .base import Decision, Filter, Item, drop, keep, not_applicable
-from .image_files import _error, has_file
+from .image_files import error as _error
+from .image_files import has_file
 from .registry import register
 
 UNSAFE_PROMPTS = [

@@ -61,7 +61,7 @@ def _word_diff(before: str, after: str) -> tuple[list[tuple[str, str]], list[tup
     return left, right
 
 
-def _dress(decision: FilterDecision, transform: bool, seen: str | None = None) -> None:
+def dress(decision: FilterDecision, transform: bool, seen: str | None = None) -> None:
     """Attach what the row shows: texts cut into parts, compact details, the latest review.
 
     A transform's row pairs the raw text (removed spans struck through, or a word diff) with its

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from ..pipeline import registry
 
 
-def _catalogue() -> list:
+def catalogue() -> list:
     """The filters a curator can add: every registered filter but the tests' own."""
     return sorted((cls for name, cls in registry.load_all().items() if not name.startswith("test_")),
                   key=lambda cls: (cls.target, cls.label or cls.name))
 
 
-def _filter_class(name: str):
+def filter_class(name: str):
     try:
         return registry.get(name)
     except KeyError:
@@ -112,9 +112,9 @@ class EditorStep:
         return step
 
 
-def _step_from_stored(step: dict) -> EditorStep:
+def step_from_stored(step: dict) -> EditorStep:
     name = step.get("filter", "") if isinstance(step, dict) else ""
-    cls = _filter_class(name)
+    cls = filter_class(name)
     params = (step.get("params") or {}) if isinstance(step, dict) else {}
     editor = EditorStep(filter=name, cls=cls, enabled=step.get("enabled", True) if isinstance(step, dict) else True)
     if cls is None:
@@ -173,7 +173,7 @@ def _parse(kind: str, default, text: str):
     return value
 
 
-def _steps_from_post(post) -> list[EditorStep]:
+def steps_from_post(post) -> list[EditorStep]:
     """The editor's steps as submitted, each parameter parsed by the type of its default."""
     try:
         count = min(int(post.get("step-count", "0")), 200)
@@ -185,7 +185,7 @@ def _steps_from_post(post) -> list[EditorStep]:
         name = post.get(prefix + "filter", "")
         if not name:
             continue
-        cls = _filter_class(name)
+        cls = filter_class(name)
         step = EditorStep(filter=name, cls=cls, enabled=post.get(prefix + "enabled") == "on")
         if cls is None:
             step.raw = post.get(prefix + "params", "")
@@ -212,7 +212,7 @@ def _steps_from_post(post) -> list[EditorStep]:
     return steps
 
 
-def _number(steps: list[EditorStep]) -> list[EditorStep]:
+def number(steps: list[EditorStep]) -> list[EditorStep]:
     """Give every step and parameter the input names of its current position."""
     for i, step in enumerate(steps):
         step.prefix = f"step-{i}-"
@@ -221,14 +221,14 @@ def _number(steps: list[EditorStep]) -> list[EditorStep]:
     return steps
 
 
-def _apply_op(steps: list[EditorStep], op: str, new_filter: str) -> str:
+def apply_op(steps: list[EditorStep], op: str, new_filter: str) -> str:
     """Add, remove or move a step in place; returns an error message or ""."""
     action, _, index = op.partition(":")
     if action == "add":
-        cls = _filter_class(new_filter)
+        cls = filter_class(new_filter)
         if cls is None:
             return "Choose a filter to add."
-        steps.append(_step_from_stored({"filter": cls.name}))
+        steps.append(step_from_stored({"filter": cls.name}))
         return ""
     try:
         i = int(index)

@@ -16,10 +16,10 @@ from captionlab.roles import role_required
 from .. import services
 from ..errors import IngestError
 from ..models import FilterDecision, FilterRun, Review
-from ..views import _render
-from .dressing import _dress
-from .selectors import StepFilters, _final, _step_or_404, _texts_seen
-from .steps import _step_context, _tabs
+from ..views import render_page
+from .dressing import dress
+from .selectors import StepFilters, final_outcome, step_or_404, texts_seen
+from .steps import step_context, tabs
 
 
 def _back_to_step(run: FilterRun, step: int, return_query: str, anchor: str = "") -> HttpResponseRedirect:
@@ -55,12 +55,12 @@ def decision_override(request, pk):
     decision = (FilterDecision.objects.select_related("image", "caption")
                 .prefetch_related(Prefetch("reviews", queryset=Review.objects.select_related("user")
                                            .order_by("-created_at", "-pk")))
-                .annotate(final=_final()).get(pk=decision.pk))
-    seen = _texts_seen(run, decision.step, [decision.caption_id] if decision.caption_id else [])
-    _dress(decision, bool(run.snapshot[decision.step].get("transform")), seen.get(decision.caption_id))
+                .annotate(final=final_outcome()).get(pk=decision.pk))
+    seen = texts_seen(run, decision.step, [decision.caption_id] if decision.caption_id else [])
+    dress(decision, bool(run.snapshot[decision.step].get("transform")), seen.get(decision.caption_id))
     context = {"run": run, "step": decision.step, "decision": decision, "row_error": row_error,
                "filters": filters, "return_query": filters.query(),
-               "tabs": _tabs(run, decision.step, filters), "oob": True}
+               "tabs": tabs(run, decision.step, filters), "oob": True}
     response = render(request, "runs/_decision_row.html", context)
     patch_vary_headers(response, ("HX-Request",))
     return response
@@ -71,7 +71,7 @@ def decision_override(request, pk):
 def step_overrides(request, pk, step):
     """Keep or drop the selected decisions of a step (or all on the page) with one note."""
     run = get_object_or_404(FilterRun, pk=pk)
-    _step_or_404(run, step)
+    step_or_404(run, step)
     return_query = request.POST.get("return_query", "")
     chosen = request.POST.getlist("page_ids") if request.POST.get("all_on_page") else request.POST.getlist("ids")
     ids = {int(v) for v in chosen if v.isdigit()}
@@ -93,7 +93,7 @@ def step_overrides(request, pk, step):
             messages.success(request, f"{count} decision{'s' if count != 1 else ''} set to {outcome}.")
         return _back_to_step(run, step, return_query)
     filters = StepFilters.parse(QueryDict(return_query))
-    context = _step_context(run, step, filters, filters.raw.get("page"))
+    context = step_context(run, step, filters, filters.raw.get("page"))
     context["bulk_error"] = error
     context["bulk_done"] = "" if error else f"{count} decision{'s' if count != 1 else ''} set to {outcome}."
-    return _render(request, "runs/step.html", "runs/_decisions.html", context)
+    return render_page(request, "runs/step.html", "runs/_decisions.html", context)

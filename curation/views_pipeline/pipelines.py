@@ -16,8 +16,8 @@ from .. import services
 from ..errors import IngestError
 from ..models import Collection, Pipeline
 from ..pipeline.presets import ensure_presets
-from ..views import _render
-from .editor import _apply_op, _catalogue, _number, _step_from_stored, _steps_from_post
+from ..views import render_page
+from .editor import apply_op, catalogue, number, step_from_stored, steps_from_post
 
 PIPELINES_PER_PAGE = 50
 
@@ -38,12 +38,12 @@ def pipeline_list(request):
             return redirect(pipeline)
     pipelines = Pipeline.objects.annotate(run_count=Count("runs")).order_by("name")
     context = {"page": Paginator(pipelines, PIPELINES_PER_PAGE).get_page(request.GET.get("page")),
-               "catalogue": _catalogue(), "error": error, "posted": request.POST}
+               "catalogue": catalogue(), "error": error, "posted": request.POST}
     return render(request, "pipelines/list.html", context, status=status)
 
 
 def _editor_context(pipeline, steps, **extra) -> dict:
-    return {"pipeline": pipeline, "steps": _number(steps), "catalogue": _catalogue(),
+    return {"pipeline": pipeline, "steps": number(steps), "catalogue": catalogue(),
             "collections": Collection.objects.order_by("name").only("pk", "name"),
             "runs": pipeline.runs.select_related("collection").order_by("-created_at")[:8],
             "name": pipeline.name, "description": pipeline.description, "new_name": f"{pipeline.name} (copy)",
@@ -59,14 +59,14 @@ def pipeline_detail(request, pk):
     """
     pipeline = get_object_or_404(Pipeline, pk=pk)
     if request.method != "POST":
-        steps = [_step_from_stored(step) for step in pipeline.steps or []]
-        return _render(request, "pipelines/detail.html", "pipelines/_editor.html", _editor_context(pipeline, steps))
-    steps = _steps_from_post(request.POST)
+        steps = [step_from_stored(step) for step in pipeline.steps or []]
+        return render_page(request, "pipelines/detail.html", "pipelines/_editor.html", _editor_context(pipeline, steps))
+    steps = steps_from_post(request.POST)
     op = request.POST.get("op", "save")
     name = request.POST.get("name", pipeline.name).strip()
     description = request.POST.get("description", pipeline.description)
     new_name = request.POST.get("new_name", "").strip() or f"{name} (copy)"
-    error = "" if op in ("save", "save_new") else _apply_op(steps, op, request.POST.get("new_filter", ""))
+    error = "" if op in ("save", "save_new") else apply_op(steps, op, request.POST.get("new_filter", ""))
     context = _editor_context(pipeline, steps, name=name, description=description, new_name=new_name, dirty=True,
                               error=error)
     if op in ("save", "save_new"):
@@ -85,7 +85,7 @@ def pipeline_detail(request, pk):
                     return HttpResponseClientRedirect(saved.get_absolute_url())
                 return redirect(saved)
     failed = bool(context["error"]) and not request.htmx  # htmx swaps only 2xx answers
-    return _render(request, "pipelines/detail.html", "pipelines/_editor.html", context, status=400 if failed else 200)
+    return render_page(request, "pipelines/detail.html", "pipelines/_editor.html", context, status=400 if failed else 200)
 
 
 @role_required(roles.CURATOR)
@@ -103,5 +103,5 @@ def pipeline_run(request, pk):
             error = exc.message
         else:
             return redirect(run)
-    steps = [_step_from_stored(step) for step in pipeline.steps or []]
+    steps = [step_from_stored(step) for step in pipeline.steps or []]
     return render(request, "pipelines/detail.html", _editor_context(pipeline, steps, run_error=error), status=400)

@@ -13,8 +13,8 @@ from captionlab.roles import role_required
 from .. import charts
 from ..models import Collection, FilterRun, RunChunk
 from ..pipeline import executor
-from ..views import _render
-from .selectors import _param_items
+from ..views import render_page
+from .selectors import param_items
 
 RUNS_PER_PAGE = 50
 
@@ -60,7 +60,7 @@ def _results_context(run: FilterRun) -> dict:
         "run": run, "funnel": rows, "warnings": [row for row in rows if row.get("warning")], "funnel_svg": charts.funnel_svg(rows, links) if rows else "",
         "failed_chunks": run.chunks.filter(status=RunChunk.Status.FAILED).order_by("index"),
         "versions": sorted((run.versions or {}).items()),
-        "snapshot": [(position, step, _param_items(step.get("params"))) for position, step in enumerate(run.snapshot or [])],
+        "snapshot": [(position, step, param_items(step.get("params"))) for position, step in enumerate(run.snapshot or [])],
     }
 
 
@@ -71,7 +71,7 @@ def run_detail(request, pk):
     htmx reloads the results section (funnel and failed chunks) when the progress bar says done."""
     run = get_object_or_404(FilterRun.objects.select_related("pipeline", "collection", "created_by"), pk=pk)
     context = {**_progress_context(run), **_results_context(run)}
-    return _render(request, "runs/detail.html", "runs/_results.html", context)
+    return render_page(request, "runs/detail.html", "runs/_results.html", context)
 
 
 @role_required(roles.CURATOR)

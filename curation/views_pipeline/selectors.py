@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce, NullIf
 from django.http import Http404
 
 from ..models import FilterDecision, FilterRun, Review
-from .dressing import _dress
+from .dressing import dress
 from .text_search import MAX_QUERY_CHARS, decisions_also, decisions_matching, parse_also
 
 DECISIONS_PER_PAGE = 50
@@ -21,29 +21,29 @@ TABS = (("keep", "Kept"), ("drop", "Dropped"), ("na", "Not applicable"))
 STEP_QUERY_KEYS = ("tab", "reason", "min_score", "max_score", "q", "also", "also_step", "also_outcome", "page")
 
 
-def _final():
+def final_outcome():
     """The decision as it stands: the curator's override, else the filter's outcome."""
     return Coalesce(NullIf("override", Value("")), "outcome")
 
 
-def _step_or_404(run: FilterRun, step: int) -> dict:
+def step_or_404(run: FilterRun, step: int) -> dict:
     if not 0 <= step < len(run.snapshot or []):
         raise Http404("This run has no such step.")
     return run.snapshot[step]
 
 
-def _number_text(value: float) -> str:
+def number_text(value: float) -> str:
     """A threshold as an input shows it: 8 rather than 8.0, 0.1 rather than 0.1000000001."""
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
 
 
-def _param_items(params: dict) -> list[tuple[str, str]]:
+def param_items(params: dict) -> list[tuple[str, str]]:
     """Parameters for display: scalars as they are, lists and dicts as compact JSON."""
     return [(key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
             for key, value in sorted((params or {}).items())]
 
 
-def _float_or_none(text) -> float | None:
+def float_or_none(text) -> float | None:
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -78,7 +78,7 @@ class StepFilters:
             q = q[:MAX_QUERY_CHARS]
         also, also_errors = parse_also(query.get("also") or "", (query.get("also_step"), query.get("also_outcome")))
         return cls(tab=tab, reason=reason if reason is not None and len(reason) <= 60 else None,
-                   min_score=_float_or_none(query.get("min_score")), max_score=_float_or_none(query.get("max_score")),
+                   min_score=float_or_none(query.get("min_score")), max_score=float_or_none(query.get("max_score")),
                    raw={k: query.get(k) for k in STEP_QUERY_KEYS if query.get(k) not in (None, "")},
                    q=q, also=also, errors=errors + also_errors)
 
@@ -110,29 +110,29 @@ class StepFilters:
         return urlencode({k: v for k, v in values.items() if v is not None and v != ""})
 
 
-def _step_decisions(run: FilterRun, step: int):
+def step_decisions(run: FilterRun, step: int):
     return FilterDecision.objects.filter(run=run, step=step)
 
 
-def _tab_counts(run: FilterRun, step: int, filters: StepFilters | None = None) -> dict[str, int]:
-    decisions = _step_decisions(run, step)
+def tab_counts(run: FilterRun, step: int, filters: StepFilters | None = None) -> dict[str, int]:
+    decisions = step_decisions(run, step)
     if filters is not None:
         decisions = filters.narrow(run, step, decisions)
-    counts = dict(decisions.annotate(final=_final()).values("final")
+    counts = dict(decisions.annotate(final=final_outcome()).values("final")
                   .annotate(n=Count("pk")).values_list("final", "n"))
     return {value: counts.get(value, 0) for value, _ in TABS}
 
 
-def _reason_chips(run: FilterRun, step: int, filters: StepFilters) -> list[tuple[str, int]]:
-    rows = (filters.scores(filters.narrow(run, step, _step_decisions(run, step))).annotate(final=_final())
+def reason_chips(run: FilterRun, step: int, filters: StepFilters) -> list[tuple[str, int]]:
+    rows = (filters.scores(filters.narrow(run, step, step_decisions(run, step))).annotate(final=final_outcome())
             .filter(final=filters.tab)
             .values("reason").annotate(n=Count("pk")).order_by("-n", "reason"))
     return [(row["reason"], row["n"]) for row in rows]
 
 
-def _decisions_page(run: FilterRun, step: int, filters: StepFilters, page_number):
-    decisions = filters.narrow(run, step, _step_decisions(run, step))
-    decisions = filters.scores(decisions).annotate(final=_final()).filter(final=filters.tab)
+def decisions_page(run: FilterRun, step: int, filters: StepFilters, page_number):
+    decisions = filters.narrow(run, step, step_decisions(run, step))
+    decisions = filters.scores(decisions).annotate(final=final_outcome()).filter(final=filters.tab)
     if filters.reason is not None:
         decisions = decisions.filter(reason=filters.reason)
     decisions = decisions.select_related("image", "caption").prefetch_related(
@@ -140,13 +140,13 @@ def _decisions_page(run: FilterRun, step: int, filters: StepFilters, page_number
     ).order_by("pk")
     page = Paginator(decisions, DECISIONS_PER_PAGE).get_page(page_number)
     transform = bool(run.snapshot[step].get("transform"))
-    seen = _texts_seen(run, step, [d.caption_id for d in page.object_list if d.caption_id])
+    seen = texts_seen(run, step, [d.caption_id for d in page.object_list if d.caption_id])
     for decision in page.object_list:
-        _dress(decision, transform, seen.get(decision.caption_id))
+        dress(decision, transform, seen.get(decision.caption_id))
     return page
 
 
-def _texts_seen(run: FilterRun, step: int, caption_ids: list[int]) -> dict[int, str]:
+def texts_seen(run: FilterRun, step: int, caption_ids: list[int]) -> dict[int, str]:
     """The text each caption had when it reached ``step``: the output of the last earlier transform
     that changed it (captions no transform changed are absent)."""
     if not caption_ids or step == 0:

@@ -14,15 +14,15 @@ from captionlab.roles import role_required
 from ..clusters import is_cluster_step
 from ..models import FilterDecision, FilterRun
 from ..pipeline import executor
-from ..views import _render
-from .editor import _filter_class
-from .histogram import _histogram_context
-from .selectors import TABS, StepFilters, _decisions_page, _param_items, _reason_chips, _step_or_404, _tab_counts
+from ..views import render_page
+from .editor import filter_class
+from .histogram import histogram_context
+from .selectors import TABS, StepFilters, decisions_page, param_items, reason_chips, step_or_404, tab_counts
 
 
-def _tabs(run: FilterRun, step: int, filters: StepFilters) -> list[tuple]:
+def tabs(run: FilterRun, step: int, filters: StepFilters) -> list[tuple]:
     """(value, label, count, query) per outcome tab; a tab keeps the score range, not the reason."""
-    counts = _tab_counts(run, step, filters)
+    counts = tab_counts(run, step, filters)
     return [(value, label, counts[value], filters.query(tab=value, reason=None, page=None)) for value, label in TABS]
 
 
@@ -42,16 +42,16 @@ def _verify_link(run: FilterRun, step: int, snapshot: dict) -> tuple[int, str]:
     return n, f"{reverse('campaign-create')}?{query}"
 
 
-def _step_context(run: FilterRun, step: int, filters: StepFilters, page_number) -> dict:
-    snapshot = _step_or_404(run, step)
-    page = _decisions_page(run, step, filters, page_number)
+def step_context(run: FilterRun, step: int, filters: StepFilters, page_number) -> dict:
+    snapshot = step_or_404(run, step)
+    page = decisions_page(run, step, filters, page_number)
     reasons = [(reason, count, filters.query(reason=reason, page=None), reason == filters.reason)
-               for reason, count in _reason_chips(run, step, filters)]
+               for reason, count in reason_chips(run, step, filters)]
     return {
-        "run": run, "step": step, "snapshot": snapshot, "filter_class": _filter_class(snapshot["filter"]),
+        "run": run, "step": step, "snapshot": snapshot, "filter_class": filter_class(snapshot["filter"]),
         "has_clusters": is_cluster_step(snapshot),
-        "params": _param_items(snapshot.get("params")),
-        "filters": filters, "tabs": _tabs(run, step, filters),
+        "params": param_items(snapshot.get("params")),
+        "filters": filters, "tabs": tabs(run, step, filters),
         "reasons": reasons, "all_reasons_query": filters.query(reason=None, page=None),
         "clear_range_query": filters.query(min_score=None, max_score=None, page=None),
         "clear_search_query": filters.query(q=None, also=None, also_step=None, also_outcome=None, page=None),
@@ -69,9 +69,9 @@ def run_step(request, pk, step):
     its image, texts, score, details and override buttons; the score histogram above them."""
     run = get_object_or_404(FilterRun.objects.select_related("pipeline", "collection"), pk=pk)
     filters = StepFilters.parse(request.GET)
-    context = _step_context(run, step, filters, request.GET.get("page"))
+    context = step_context(run, step, filters, request.GET.get("page"))
     if not (request.htmx and not request.htmx.boosted):
-        context.update(_histogram_context(run, step, request.GET))
+        context.update(histogram_context(run, step, request.GET))
         context["step_warning"] = next((row["warning"] for row in executor.with_warnings(run.funnel)
                                         if row["step"] == step), "")
-    return _render(request, "runs/step.html", "runs/_decisions.html", context)
+    return render_page(request, "runs/step.html", "runs/_decisions.html", context)

@@ -6,7 +6,7 @@ import torch
 
 
 @torch.no_grad()
-def beam_search(model, image, *, start_id: int, end_id: int, beam_size: int = 5, max_len: int = 16,
+def beam_search(model, image, *, start_id: int, end_id: int, beam_size: int = 5, max_len: int = 16,  # noqa: PLR0915
                 length_penalty: float = 0.0) -> list[tuple[list[int], float]]:
     """Candidates for one image ([3, H, W] or [1, 3, H, W], or its cached features (pooled, grid)) as
     [(token ids without START/END, score)] in descending score order; exactly ``beam_size`` of them when the

@@ -88,7 +88,7 @@ def release_rows(release, config: dict, cache: dict | None = None, decode: bool 
                 cache[key] = load_image(name, size)
             except FileNotFoundError:
                 missing[key] = name or f"(item {item['position']} has no image file)"
-            except Exception as exc:  # unreadable bytes count as missing, with the reason
+            except Exception as exc:  # unreadable bytes count as missing, with the reason  # noqa: BLE001
                 missing[key] = f"{name} ({type(exc).__name__}: {exc})"
         if key in missing:
             continue

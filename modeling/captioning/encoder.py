@@ -51,7 +51,7 @@ def read_state_dict(source, label: str) -> dict:
         raise TrainingError(f"The weights file {label} holds more than tensors and was refused (only plain "
                             f"state dicts are loaded, with weights_only=True): {str(exc).splitlines()[0]}",
                             code="bad_weights") from None
-    except Exception as exc:  # truncated zip, not a torch file at all, ...
+    except Exception as exc:  # truncated zip, not a torch file at all, ...  # noqa: BLE001
         raise TrainingError(f"The weights file {label} is not a readable PyTorch state dict "
                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'corrupt'}).",
                             code="bad_weights") from None

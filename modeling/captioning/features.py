@@ -116,7 +116,7 @@ def _compute(cache, batch_size, workers, device) -> None:
         if name in written:
             continue
         tensors, keys, failed = _encode_chunk(cache, encoder, processor, chunk, start, batch_size, workers, device)
-        stored = _save_shard(name, tensors, keys)
+        stored = save_shard(name, tensors, keys)
         written.append(stored)
         missing += [m for m in failed if m not in missing]
         FeatureCache.objects.filter(pk=cache.pk).update(
@@ -159,7 +159,7 @@ def _encode_chunk(cache, encoder, processor, chunk, offset, batch_size, workers,
     return {"pooled": torch.cat(pooled), "grid": torch.cat(grid)}, keys, failed
 
 
-def _save_shard(name: str, tensors: dict, keys: list[str]) -> str:
+def save_shard(name: str, tensors: dict, keys: list[str]) -> str:
     from safetensors.torch import save
 
     from modeling.registry import save_storage

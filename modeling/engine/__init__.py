@@ -19,18 +19,31 @@ from __future__ import annotations
 
 from .. import registry  # noqa: F401 - engine.registry, as before the split
 from ..models import Kind, ModelVersion, TrainingRun  # noqa: F401
-from ..registry import activate, active_version, load_version  # noqa: F401 - part of the engine's API
+from ..registry import activate, active_version, load_version
 from ..trainers.base import Prepared, Trainer, TrainingError  # noqa: F401
-from .checkpoints import (CHECKPOINT_DIR, KEEP_CHECKPOINTS, _cpu, _state_bytes, checkpoint_name,  # noqa: F401
-                          list_checkpoints, load_checkpoint, save_checkpoint)
+from .checkpoints import (  # noqa: F401
+                          CHECKPOINT_DIR,
+                          KEEP_CHECKPOINTS,
+                          checkpoint_name,
+                          cpu,
+                          list_checkpoints,
+                          load_checkpoint,
+                          save_checkpoint,
+                          state_bytes,
+)
 from .cv import cross_validate, folds_wanted, labelled_count  # noqa: F401
-from .device import describe_device, epoch_seed, is_oom, pick_device, seed_everything  # noqa: F401
+from .device import describe_device, epoch_seed, is_oom, pick_device, seed_everything
 from .driver import MAX_ATTEMPTS, train  # noqa: F401
 from .fit import fit_in_memory, setup_model  # noqa: F401
-from .loop import POINTS_PER_EPOCH, LoopState, _run_epoch, _validate, restore_best, run_epochs  # noqa: F401
-from .progress import PROGRESS_EVERY_S, Quiet, _Cancelled, _Progress  # noqa: F401
-from .progress import worker_lost  # noqa: F401
-from .runs import cancel, create_run, enqueue, retry, retryable  # noqa: F401
+from .loop import POINTS_PER_EPOCH, LoopState, restore_best, run_epoch, run_epochs, validate  # noqa: F401
+from .progress import (  # noqa: F401
+                          PROGRESS_EVERY_S,
+                          Cancelled,
+                          Progress,
+                          Quiet,
+                          worker_lost,
+)
+from .runs import cancel, create_run, enqueue, retry, retryable
 
 __all__ = ["train", "create_run", "enqueue", "retry", "retryable", "worker_lost", "cancel", "pick_device", "describe_device", "seed_everything",
            "epoch_seed", "is_oom", "fit_in_memory", "cross_validate", "list_checkpoints", "load_checkpoint",

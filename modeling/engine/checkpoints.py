@@ -30,7 +30,7 @@ def list_checkpoints(run: TrainingRun) -> list[str]:
     return sorted(f"{folder}/{name}" for name in files if name.endswith(".pt"))
 
 
-def _state_bytes(state) -> bytes:
+def state_bytes(state) -> bytes:
     import torch
 
     buffer = io.BytesIO()
@@ -38,16 +38,16 @@ def _state_bytes(state) -> bytes:
     return buffer.getvalue()
 
 
-def _cpu(obj):
+def cpu(obj):
     """A copy of a (nested) state with every tensor on the CPU."""
     import torch
 
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, dict):
-        return {k: _cpu(v) for k, v in obj.items()}
+        return {k: cpu(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu(v) for v in obj)
+        return type(obj)(cpu(v) for v in obj)
     return obj
 
 
@@ -57,8 +57,8 @@ def save_checkpoint(run, state, model, optimizer, scaler, data_hash) -> str:
     import torch
 
     payload = {
-        "model": _cpu(model.state_dict()),
-        "optimizer": _cpu(optimizer.state_dict()),
+        "model": cpu(model.state_dict()),
+        "optimizer": cpu(optimizer.state_dict()),
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else {},
         "epoch": int(state.epoch),
         "batch_size": int(state.batch_size),
@@ -67,7 +67,7 @@ def save_checkpoint(run, state, model, optimizer, scaler, data_hash) -> str:
         "rng": {"torch": torch.get_rng_state()},
         "best": _best_payload(state),
     }
-    name = registry.save_storage(checkpoint_name(run, state.epoch), _state_bytes(payload))
+    name = registry.save_storage(checkpoint_name(run, state.epoch), state_bytes(payload))
     _prune(run, keep=name)
     return name
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import evaluation
 from ..trainers.base import Prepared, Trainer
 from .fit import fit_in_memory
-from .progress import _Cancelled
+from .progress import Cancelled
 
 
 def split_labels(trainer: Trainer, split) -> list[int]:
@@ -54,7 +54,7 @@ def cross_validate(trainer: Trainer, prepared: Prepared, config: dict, device, p
         progress.log(f"Fold {number}/{len(folds)}: macro F1 {report['macro_f1']:.3f}, majority class "
                      f"{majority['macro_f1']:.3f} ({report['n']} held-out items).")
         if not progress.flush(force=True):
-            raise _Cancelled()
+            raise Cancelled()
     return {"folds": len(folds), "model": evaluation.summarise(models), "majority": evaluation.summarise(majorities),
             "confusion": _summed_confusion(models)}
 

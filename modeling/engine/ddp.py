@@ -167,7 +167,7 @@ def train_rank(run, rank: int, world: int, local_rank: int) -> None:
     from .device import seed_everything
     from .fit import setup_model
     from .loop import LoopState, restore_best, run_epochs
-    from .progress import Quiet, _Progress
+    from .progress import Progress, Quiet
     from .steps import checkpoint_due, evaluate_model, log_data, mark_started, register_model, resume_from_checkpoint
 
     trainer = get_trainer((run.config or {}).get("trainer", ""))
@@ -175,7 +175,7 @@ def train_rank(run, rank: int, world: int, local_rank: int) -> None:
     device = torch.device(f"cuda:{local_rank}") if backend(config) == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    progress = _Progress(run) if rank == 0 else Quiet()
+    progress = Progress(run) if rank == 0 else Quiet()
     with torch_threads(max(1, run_threads(config) // world)):  # the ranks share the worker's cores
         seed = int(config.get("seed", 0))
         if rank == 0:

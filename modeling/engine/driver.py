@@ -23,9 +23,16 @@ from .ddp import launch, processes
 from .device import pick_device, seed_everything
 from .fit import setup_model
 from .loop import LoopState, restore_best, run_epochs
-from .progress import _Cancelled, _Progress, heartbeat
-from .steps import (checkpoint_due, evaluate_model, fail_run, log_data, mark_started, register_model,
-                    resume_from_checkpoint)
+from .progress import Cancelled, Progress, heartbeat
+from .steps import (
+    checkpoint_due,
+    evaluate_model,
+    fail_run,
+    log_data,
+    mark_started,
+    register_model,
+    resume_from_checkpoint,
+)
 
 logger = logging.getLogger("modeling.engine")
 
@@ -41,26 +48,26 @@ def train(run_id: int, echo=None) -> TrainingRun:
         return run
     TrainingRun.objects.filter(pk=run.pk).update(attempts=run.attempts + 1)
     run.attempts += 1
-    progress = _Progress(run, echo)
+    progress = Progress(run, echo)
     try:
         if run.attempts > MAX_ATTEMPTS:
             raise TrainingError(f"Gave up after {MAX_ATTEMPTS} attempts (the worker kept stopping).",
                                 code="too_many_attempts")
         with heartbeat(run.pk):
             _train(run, progress)
-    except _Cancelled:
+    except Cancelled:
         progress.log("Cancelled.")
         progress.flush(force=True)
     except TrainingError as exc:
         fail_run(run, progress, str(exc))
-    except Exception as exc:  # noqa: BLE001 - any failure is stored on the run, then logged for the worker
+    except Exception as exc:
         fail_run(run, progress, f"{type(exc).__name__}: {exc}")
         logger.exception("training run %s failed", run.pk)
     run.refresh_from_db()
     return run
 
 
-def _train(run: TrainingRun, progress: _Progress) -> None:
+def _train(run: TrainingRun, progress: Progress) -> None:
     trainer: Trainer = get_trainer((run.config or {}).get("trainer", ""))
     config = trainer.config(run.config)
     n = processes(config)
@@ -71,7 +78,7 @@ def _train(run: TrainingRun, progress: _Progress) -> None:
         _train_with(run, progress, trainer, config)
 
 
-def _train_with(run: TrainingRun, progress: _Progress, trainer: Trainer, config: dict) -> None:
+def _train_with(run: TrainingRun, progress: Progress, trainer: Trainer, config: dict) -> None:
     device = pick_device(str(config.get("device", "auto")))
     seed = int(config.get("seed", 0))
     mark_started(run, progress, trainer, config, device)

@@ -6,8 +6,8 @@ so on the same Prepared and config it ends with the weights a run registers as i
 """
 from __future__ import annotations
 
-from ..trainers.base import Prepared, Trainer
 from ..threads import torch_threads
+from ..trainers.base import Prepared, Trainer
 from .device import amp_dtype, as_device, seed_everything
 from .loop import LoopState, restore_best, run_epochs
 from .progress import Quiet

@@ -16,10 +16,13 @@ from typing import NamedTuple
 
 from .. import registry
 from ..trainers.base import TrainingError
-from .checkpoints import _cpu, _state_bytes
+from .checkpoints import cpu as _cpu
+from .checkpoints import state_bytes
 from .device import amp_dtype, epoch_seed, is_oom
-from .progress import _Cancelled
-from .schedule import apply as apply_schedule, current_lr, is_constant, start as start_schedule
+from .progress import Cancelled
+from .schedule import apply as apply_schedule
+from .schedule import current_lr, is_constant
+from .schedule import start as start_schedule
 
 POINTS_PER_EPOCH = 20  # loss points per epoch in the history (the live curve)
 
@@ -109,10 +112,10 @@ def _step(loss, model, optimizer, scaler, grad_clip):
         optimizer.step()
 
 
-def _run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch, seed, batch_size,
+def run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoch, seed, batch_size,
                progress, history, global_step, steps_per_epoch):
     """One training epoch; appends about POINTS_PER_EPOCH loss points to ``history``.
-    Returns (mean_loss, samples, seconds, steps). Raises _Cancelled when progress says so."""
+    Returns (mean_loss, samples, seconds, steps). Raises Cancelled when progress says so."""
     import torch
 
     use_amp = device.type == "cuda" and bool(config.get("amp", True))
@@ -151,7 +154,7 @@ def _run_epoch(trainer, model, optimizer, scaler, prepared, config, device, epoc
             history.append(point)
             progress.set(step=step, loss=point["loss"], samples_per_second=total_n / elapsed, history=history)
             if not progress.flush():
-                raise _Cancelled()
+                raise Cancelled()
     if pending:
         window_loss, window_n = _read_losses(pending, epoch, step)
         total_loss, total_n = total_loss + window_loss, total_n + window_n
@@ -174,7 +177,7 @@ def _read_losses(pending: list, epoch: int, step: int) -> tuple[float, int]:
     return sum(v * n for v, (_, n) in zip(values, pending)), sum(n for _, n in pending)
 
 
-def _validate(trainer, model, prepared, config, device, epoch, seed, batch_size):
+def validate(trainer, model, prepared, config, device, epoch, seed, batch_size):
     """Mean loss over the validation split (None without one), in eval mode, without gradients."""
     import torch
 
@@ -212,7 +215,7 @@ def run_epochs(trainer, model, optimizer, scaler, prepared, config, device, stat
             after_epoch(state)
         _log_epoch(progress, state, result, epochs, config)
         if not progress.flush(force=True):
-            raise _Cancelled()
+            raise Cancelled()
         state.epoch += 1
     return state
 
@@ -223,17 +226,17 @@ def _attempt_epoch(trainer, model, optimizer, scaler, prepared, config, device, 
     import torch
 
     seed, floor = int(config.get("seed", 0)), max(1, int(config.get("min_batch_size", 1)))
-    snapshot = _state_bytes({"model": _cpu(model.state_dict()), "optimizer": _cpu(optimizer.state_dict())})
+    snapshot = state_bytes({"model": _cpu(model.state_dict()), "optimizer": _cpu(optimizer.state_dict())})
     mark = len(state.history)
     progress.set(epoch=state.epoch, step=0)
     try:
-        loss, samples, seconds, steps = _run_epoch(
+        loss, samples, seconds, steps = run_epoch(
             trainer, model, optimizer, scaler, prepared, config, device, state.epoch, seed, state.batch_size,
             progress, state.history, state.global_step, state.steps_per_epoch)
-        val_loss = _validate(trainer, model, prepared, config, device, state.epoch, seed, state.batch_size)
-    except (_Cancelled, TrainingError):
+        val_loss = validate(trainer, model, prepared, config, device, state.epoch, seed, state.batch_size)
+    except (Cancelled, TrainingError):
         raise
-    except Exception as exc:  # noqa: BLE001 - only an out-of-memory error is handled, the rest re-raised
+    except Exception as exc:
         if not is_oom(exc):
             raise
         del exc

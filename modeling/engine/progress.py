@@ -23,11 +23,11 @@ logger = logging.getLogger("modeling.engine")
 PROGRESS_EVERY_S = 1.0
 
 
-class _Cancelled(Exception):
+class Cancelled(Exception):
     """The run was cancelled from outside; the loop unwinds to the driver, which logs it."""
 
 
-class _Progress:
+class Progress:
     """Buffers the run's live fields and writes them at most every PROGRESS_EVERY_S seconds."""
 
     def __init__(self, run: TrainingRun, echo=None):
@@ -92,7 +92,7 @@ def heartbeat(run_id: int, every: float = HEARTBEAT_EVERY_S):
         try:
             while not stop.wait(every):
                 TrainingRun.objects.filter(pk=run_id, status__in=LIVE).update(heartbeat_at=timezone.now())
-        except Exception:  # noqa: BLE001 - a missed beat must not stop the training; the page will say so
+        except Exception:
             logger.warning("run %s: heartbeat stopped", run_id, exc_info=True)
         finally:
             connection.close()  # this thread's own connection

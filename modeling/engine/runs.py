@@ -10,8 +10,8 @@ from ..captioning.references import check_release_references
 from ..models import Kind, TrainingRun
 from ..trainers import get_trainer
 from ..trainers.base import TrainingError
-from .schedule import check as check_schedule
 from .progress import worker_lost
+from .schedule import check as check_schedule
 
 # config key -> smallest allowed whole number
 WHOLE_NUMBERS = {"epochs": 1, "batch_size": 1, "min_batch_size": 1, "checkpoint_every": 1,

@@ -76,7 +76,7 @@ def run_round(round_id: int, echo=None) -> LoopRound:
     try:
         with _Heartbeat(round_id):
             _run(round_, echo)
-    except Exception as exc:  # noqa: BLE001 - stored on the round for the curator
+    except Exception as exc:
         log.exception("learning loop round %s failed", round_id)
         LoopRound.objects.filter(pk=round_id).update(status=LoopRound.Status.FAILED, error=str(exc)[:2000],
                                                      finished_at=timezone.now())

@@ -30,11 +30,15 @@ def _load_torch() -> None:
         return
     import torch as _torch
 
-    from modeling.captioning import data, image_loader as _image_loader, metrics, pretrained as _pretrained
+    from modeling.captioning import data, metrics
+    from modeling.captioning import image_loader as _image_loader
+    from modeling.captioning import pretrained as _pretrained
     from modeling.captioning import strategies as _strategies
     from modeling.captioning.beam import beam_search as _beam_search
-    from modeling.captioning.decoders import Captioner as _Captioner, sentence_nll as _sentence_nll
-    from modeling.captioning.encoder import ImageEncoder as _ImageEncoder, load_encoder_weights as _load_weights
+    from modeling.captioning.decoders import Captioner as _Captioner
+    from modeling.captioning.decoders import sentence_nll as _sentence_nll
+    from modeling.captioning.encoder import ImageEncoder as _ImageEncoder
+    from modeling.captioning.encoder import load_encoder_weights as _load_weights
 
     from . import captioner_data, captioner_encoders
 
@@ -219,7 +223,7 @@ class CaptionerTrainer(Trainer):
 
                 classifier = resolve()  # pinned: an activation meanwhile must not change what is recorded
                 values = score([r["text"] for r in todo], version=classifier)
-            except Exception as exc:  # no active fluency model, or FLUENCY's module absent
+            except Exception as exc:  # no active fluency model, or FLUENCY's module absent  # noqa: BLE001
                 raise TrainingError(f"Strategy {strategy!r} needs a fluency score for every caption: {len(todo)} "
                                     f"caption(s) have none in the release and the fluency model could not score "
                                     f"them ({exc}). Activate a fluency classifier or freeze the release from a run "

@@ -35,8 +35,16 @@ from modeling.models import Kind
 from . import register
 from .base import Prepared, Trainer, TrainingError
 from .fluency_baselines import binary_metrics, length_baseline, random_guess  # noqa: F401 - public names
-from .fluency_data import (check_counts, counts, fold_prepared, held_out_metrics, labelled_items, n_words,
-                           small_data_note, split)
+from .fluency_data import (
+    check_counts,
+    counts,
+    fold_prepared,
+    held_out_metrics,
+    labelled_items,
+    n_words,
+    small_data_note,
+    split,
+)
 from .fluency_text import has_pipeline, tokenize
 
 log = logging.getLogger(__name__)

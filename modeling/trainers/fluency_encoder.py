@@ -28,8 +28,7 @@ from modeling.models import Kind
 
 from . import register
 from .base import Prepared, Trainer
-from .fluency_data import (check_counts, counts, fold_prepared, held_out_metrics, labelled_items, n_words,
-                           split)
+from .fluency_data import check_counts, counts, fold_prepared, held_out_metrics, labelled_items, n_words, split
 from .fluency_text import has_pipeline, syntax_features
 
 

@@ -24,7 +24,7 @@ def _spacy_languages() -> dict[str, str]:
                 continue
             try:
                 meta = spacy.util.get_package_meta(name) if name != settings.SPACY_MODEL else None
-            except Exception:  # pragma: no cover - a broken package
+            except Exception:  # pragma: no cover - a broken package  # noqa: BLE001
                 meta = None
             lang = (meta or {}).get("lang") or name.split("_", 1)[0]
             found.setdefault(lang, name)

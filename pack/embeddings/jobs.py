@@ -127,7 +127,7 @@ def job_run(job_id: int, echo=None):
     job.refresh_from_db()
     try:
         _run(job, _Progress(job, echo))
-    except Exception as exc:  # noqa: BLE001 - shown on the job page; the vectors stored so far stay
+    except Exception as exc:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, PackError):
             log.exception("embedding job %s failed", job.pk)

@@ -158,7 +158,7 @@ def _open(ctx: Context, position: int, image_id, sha: str, file: str):
         return None
     try:
         return ctx.open_image(file)
-    except Exception as exc:  # noqa: BLE001 - local FileNotFoundError, S3 ClientError 404, ...
+    except Exception as exc:
         if isinstance(exc, ReleaseError):
             raise
         ctx.image_missing(sha, position, image_id, file, f"is missing from storage ({type(exc).__name__})")

@@ -38,7 +38,7 @@ def same_pixels_png(jpeg: bytes) -> bytes:
     return out.getvalue()
 
 
-def _image(collection, external_id: str, data: bytes, fmt: str) -> Image:
+def make_image(collection, external_id: str, data: bytes, fmt: str) -> Image:
     image = Image(collection=collection, format=fmt, status=Image.Status.READY, external_id=external_id,
                   sha256=hashlib.sha256(data).hexdigest(), file_size=len(data))
     image.file.save(f"{external_id}.{fmt.lower()}", ContentFile(data), save=True)
@@ -49,10 +49,10 @@ def caption_collection(name: str = "Beach and city", texts=CAPTIONS, copies: int
     """One noise image per caption (image i has seed i); ``copies`` more images with image 0's pixels as PNGs."""
     collection = Collection.objects.create(name=name, language="en")
     for i, text in enumerate(texts):
-        image = _image(collection, f"img-{i}", noise_jpeg(i), "JPEG")
+        image = make_image(collection, f"img-{i}", noise_jpeg(i), "JPEG")
         Caption.objects.create(image=image, text=text, origin=Caption.Origin.DATASET)
     for j in range(copies):
-        image = _image(collection, f"copy-{j}", same_pixels_png(noise_jpeg(0)), "PNG")
+        image = make_image(collection, f"copy-{j}", same_pixels_png(noise_jpeg(0)), "PNG")
         Caption.objects.create(image=image, text=f"the same photo again ({j})", origin=Caption.Origin.DATASET)
     return collection
 

@@ -220,7 +220,7 @@ def test_the_preset_text_path_parses_each_distinct_text_once_and_writes_the_step
     stepwise = _run(collection, sub_batch=10_000, chunk_images=1000, monkeypatch=monkeypatch, steps=PRESET_TEXT,
                     step_by_step=True)
     monkeypatch.setattr(nlp, "parse_unique", counting)
-    nlp._DOC_CACHE.clear()
+    nlp.DOC_CACHE.clear()
     executor_steps.clear_decision_cache()
     keyed = _run(collection, sub_batch=4, chunk_images=12, monkeypatch=monkeypatch, steps=PRESET_TEXT)
     assert keyed.chunks_total == 3

@@ -250,12 +250,12 @@ def test_a_failing_publication_leaves_no_file_at_all(db, monkeypatch):
             raise OSError("disk went away")
         return original(storage, src, dst)
 
-    original = publish._rename
-    monkeypatch.setattr(publish, "_rename", broken_rename)
+    original = publish.rename_stored
+    monkeypatch.setattr(publish, "rename_stored", broken_rename)
     export = export_now(release, "webdataset", {"samples_per_shard": 3})
     assert export.status == ReleaseExport.Status.FAILED and "disk went away" in export.error
     assert publish.stored_files(export) == [] and export.files == []
-    monkeypatch.setattr(publish, "_rename", original)
+    monkeypatch.setattr(publish, "rename_stored", original)
     services.export_retry(export)
     export = publish.run_export(export.pk)
     assert export.status == ReleaseExport.Status.DONE and export.attempts == 2

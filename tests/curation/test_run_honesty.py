@@ -60,7 +60,7 @@ LOWER_CASE_ALT_TEXT = [
 ]
 
 
-def _collection(name="seaside alt-text") -> Collection:
+def make_collection(name="seaside alt-text") -> Collection:
     collection = Collection.objects.create(name=name)
     for i, text in enumerate(LOWER_CASE_ALT_TEXT):
         image = add_image(collection, seed=100 + i, external_id=f"sea-{i}")
@@ -68,7 +68,7 @@ def _collection(name="seaside alt-text") -> Collection:
     return collection
 
 
-def _run(collection, steps) -> FilterRun:
+def make_run(collection, steps) -> FilterRun:
     pipeline = Pipeline.objects.create(name=f"p{Pipeline.objects.count()}", steps=steps)
     run = run_create(collection=collection, pipeline=pipeline, enqueue=False)
     executor.start(run.pk, enqueue=lambda *a: None)
@@ -82,7 +82,7 @@ def _run(collection, steps) -> FilterRun:
 def test_run_pipeline_warns_when_a_step_drops_nine_in_ten_or_leaves_nothing(eager_celery, capsys):
     """Priya runs a strict capitalisation step on lower-case alt-text from the command line: 9 of 10 are dropped,
     and the next step drops the last one; both lines are flagged, with a warning under the funnel."""
-    collection = _collection()
+    collection = make_collection()
     Pipeline.objects.create(name="strict capitals", steps=[{"filter": "test_starts_capitalised"},
                                                            {"filter": "test_mentions_beach"}])
     call_command("run_pipeline", "--collection", collection.name, "--pipeline", "strict capitals")
@@ -100,15 +100,15 @@ def test_run_pipeline_warns_when_a_step_drops_nine_in_ten_or_leaves_nothing(eage
 
 @pytest.mark.django_db
 def test_the_run_page_flags_the_step_that_drops_nearly_everything_and_not_the_others(alice_client):
-    collection = _collection()
-    run = _run(collection, [{"filter": "test_long_enough", "params": {"min_words": 7}},
+    collection = make_collection()
+    run = make_run(collection, [{"filter": "test_long_enough", "params": {"min_words": 7}},
                             {"filter": "test_starts_capitalised"}])
     # Step 1 drops the five captions under seven words (50%): no warning. Step 2 drops 4 of 5 (80%): none either.
     assert [(row["entered"], row["dropped"], row["warning"]) for row in run.funnel] == [(10, 5, ""), (5, 4, "")]
     html = alice_client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert 'data-role="funnel-warnings"' not in html and 'data-role="step-warning"' not in html
 
-    strict = _run(collection, [{"filter": "test_starts_capitalised"}, {"filter": "test_long_enough"}])
+    strict = make_run(collection, [{"filter": "test_starts_capitalised"}, {"filter": "test_long_enough"}])
     html = alice_client.get(reverse("run-detail", args=[strict.pk])).content.decode()
     assert 'data-role="funnel-warnings"' in html
     box = html[html.index('data-role="funnel-warnings"'):]
@@ -149,13 +149,13 @@ def test_after_overrides_at_a_middle_step_the_funnels_last_row_is_what_the_relea
     """Sam's strict middle step drops six short captions; a curator keeps three of them back. The chunk steps run
     again over their images (``reconcile``, as the task does after the override commits), and the run-level step
     at the end, which ran before the override, keeps them unjudged: the funnel's last row and the release agree."""
-    collection = _collection("middle overrides")
+    collection = make_collection("middle overrides")
     shout = collection.images.get(external_id="sea-0")
     add_caption(shout, "HUGE WAVES HIT THE SEA WALL")
     steps = [{"filter": "test_long_enough", "params": {"min_words": 2}},
              {"filter": "test_long_enough", "params": {"min_words": 7}},
              {"filter": "test_not_all_caps"}]
-    run = _run(collection, steps)
+    run = make_run(collection, steps)
     assert run.status == FilterRun.Status.DONE
     # Six captions under seven words are dropped at the middle step, the shouted one among them.
     assert [(row["entered"], row["dropped"]) for row in run.funnel] == [(11, 0), (11, 6), (5, 0)]

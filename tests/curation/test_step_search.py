@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from curation.models import FilterDecision
 
-from .test_run_honesty import _collection, _run
+from .test_run_honesty import make_collection, make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +20,7 @@ def _decisions(client, run, step, **query):
 
 
 def test_a_search_finds_words_by_their_stem_and_phrases_within_a_tab(alice_client):
-    run = _run(_collection(), STEPS)
+    run = make_run(make_collection(), STEPS)
     html = _decisions(alice_client, run, 0, tab="drop", q="boat")
     assert "fishing boats moored in the harbour" in html
     assert "two surfers waiting for a wave" not in html and "a lighthouse on a rocky point" not in html
@@ -31,7 +31,7 @@ def test_a_search_finds_words_by_their_stem_and_phrases_within_a_tab(alice_clien
 
 
 def test_kept_at_one_step_and_dropped_at_another(alice_client):
-    run = _run(_collection(), STEPS)
+    run = make_run(make_collection(), STEPS)
     kept_then_dropped = {"kids building a sandcastle at low tide", "a dog chasing a frisbee on the sand",
                          "an old couple walking along the promenade", "a kite surfer jumping over the waves"}
     for query in ({"also": "2:drop"}, {"also_step": "2", "also_outcome": "drop"}):
@@ -50,7 +50,7 @@ def test_kept_at_one_step_and_dropped_at_another(alice_client):
 
 
 def test_bad_step_references_and_long_searches_are_explained(alice_client):
-    run = _run(_collection(), STEPS)
+    run = make_run(make_collection(), STEPS)
     html = _decisions(alice_client, run, 0, tab="keep", also="9:keep,first:drop,1:keep")
     assert "This run has no step 9." in html and "&#x27;first:drop&#x27; is not step:outcome" in html
     assert "Step 1 is this step." in html
@@ -59,9 +59,9 @@ def test_bad_step_references_and_long_searches_are_explained(alice_client):
 
 
 def test_a_collection_page_links_to_its_runs_and_the_list_shows_only_those(alice_client):
-    seaside = _collection()
-    other = _collection("another harbour")
-    mine, theirs = _run(seaside, STEPS), _run(other, STEPS)
+    seaside = make_collection()
+    other = make_collection("another harbour")
+    mine, theirs = make_run(seaside, STEPS), make_run(other, STEPS)
     page = alice_client.get(seaside.get_absolute_url()).content.decode()
     assert f'href="{reverse("run-list")}?collection={seaside.pk}" data-role="collection-runs"' in page
     html = alice_client.get(reverse("run-list"), {"collection": seaside.pk}).content.decode()
@@ -70,7 +70,7 @@ def test_a_collection_page_links_to_its_runs_and_the_list_shows_only_those(alice
 
 
 def test_the_api_searches_a_steps_decisions_and_combines_steps(alice_client):
-    run = _run(_collection(), STEPS)
+    run = make_run(make_collection(), STEPS)
     url = f"/api/runs/{run.pk}/decisions/"
     data = alice_client.get(url, {"step": 0, "q": "boat"}).json()
     texts = {FilterDecision.objects.get(pk=row["id"]).caption.text for row in data["results"]}

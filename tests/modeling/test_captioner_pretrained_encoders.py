@@ -106,14 +106,14 @@ def test_a_killed_cache_build_keeps_its_shards_and_computes_only_the_rest(vit, e
     trainer = get_trainer("captioner-lstm")
     row, _, spec, settings = trainer_spec(trainer, vit)
     cache = features.cache_for(release, row, settings, spec["preprocessing"])
-    real = features._save_shard
+    real = features.save_shard
 
     def dies_after_two_shards(name, tensors, keys):
         if name.endswith("shard-00002.safetensors"):
             raise KeyboardInterrupt("worker killed")
         return real(name, tensors, keys)
 
-    monkeypatch.setattr(features, "_save_shard", dies_after_two_shards)
+    monkeypatch.setattr(features, "save_shard", dies_after_two_shards)
     with pytest.raises(KeyboardInterrupt):
         features.cache_build(cache.pk, workers=0)
     cache.refresh_from_db()
@@ -121,7 +121,7 @@ def test_a_killed_cache_build_keeps_its_shards_and_computes_only_the_rest(vit, e
     # The worker died without a word: its row says running until the heartbeat goes stale.
     FeatureCache.objects.filter(pk=cache.pk).update(status=FeatureCache.Status.RUNNING,
                                                     heartbeat_at=cache.heartbeat_at - features.STALE_AFTER * 2)
-    monkeypatch.setattr(features, "_save_shard", real)
+    monkeypatch.setattr(features, "save_shard", real)
     cache = features.cache_build(cache.pk, workers=0)
     assert cache.status == FeatureCache.Status.DONE and len(cache.shards) == 3 and sum(encoded) == 8
     index, pooled, grid = features.cache_read(cache)

@@ -21,12 +21,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, Q
 
 from annotation import quality, services
-from annotation.management.commands import _crowd
-from annotation.providers import controls
 from annotation.kinds import KINDS
+from annotation.management import crowd_options
 from annotation.models import Campaign, Membership, Task, Vote
-from curation.models import Caption, Collection
+from annotation.providers import controls
 from captionlab import csv_safe
+from curation.models import Caption, Collection
 
 STATUSES = [Campaign.Status.RUNNING, Campaign.Status.PAUSED, Campaign.Status.FINISHED]
 
@@ -62,11 +62,11 @@ class Command(BaseCommand):
         create.add_argument("--open-to-all", action="store_true", help="every annotator may join")
         create.add_argument("--members", default="", help="comma-separated usernames of annotators")
         create.add_argument("--start", action="store_true", help="create it running rather than as a draft")
-        _crowd.add_crowd_arguments(create)
+        crowd_options.add_crowd_arguments(create)
         crowd = sub.add_parser("crowd", help="show or change the provider, reward, budget, places, provider "
                                              "settings and review rules")
         crowd.add_argument("campaign", help="campaign id or name")
-        _crowd.add_crowd_arguments(crowd)
+        crowd_options.add_crowd_arguments(crowd)
         ledger = sub.add_parser("ledger", help="every ledger entry of a campaign (token, provider reference)")
         ledger.add_argument("campaign", help="campaign id or name")
 
@@ -135,8 +135,9 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"Cannot read the instructions file: {exc}") from None
         usernames = [u.strip() for u in members.split(",") if u.strip()]
-        from annotation.serializers import resolve_annotators
         from rest_framework.exceptions import ValidationError
+
+        from annotation.serializers import resolve_annotators
 
         try:
             users = resolve_annotators(usernames)
@@ -148,24 +149,24 @@ class Command(BaseCommand):
                     "annotator_question": options.get("question")}
         try:
             campaign = controls.create_campaign(
-                controls=_crowd.crowd_values(options), name=name, kind=kind, selection=selection, members=users,
+                controls=crowd_options.crowd_values(options), name=name, kind=kind, selection=selection, members=users,
                 status=Campaign.Status.RUNNING if start else Campaign.Status.DRAFT, **settings)
         except services.CampaignError as exc:
             if exc.field in controls.CONTROL_FIELDS:
-                raise _crowd.command_error(exc) from None
+                raise crowd_options.command_error(exc) from None
             where = f" (--{exc.field.replace('_', '-')})" if exc.field else ""
             raise CommandError(f"{exc.message}{where}") from None
         tasks = campaign.tasks.count()
         self.stdout.write(self.style.SUCCESS(
             f"Campaign #{campaign.pk} {campaign.name!r}: {campaign.kind}, {tasks} tasks, "
             f"{campaign.votes_per_item} votes per item, {len(users)} members, {campaign.status}."))
-        _crowd.write_crowd(self, campaign)
+        crowd_options.write_crowd(self, campaign)
 
     def crowd(self, *, campaign, **options):
-        _crowd.change_crowd(self, self._campaign(campaign), options)
+        crowd_options.change_crowd(self, self._campaign(campaign), options)
 
     def ledger(self, *, campaign, **options):
-        _crowd.write_ledger(self, self._campaign(campaign))
+        crowd_options.write_ledger(self, self._campaign(campaign))
 
     def list(self, **options):
         campaigns = Campaign.objects.annotate(

@@ -30,15 +30,29 @@ from ..base import CrowdProvider, register
 from .assignments import AssignmentReviewMixin
 from .client import CREDENTIAL_CODES, RETRYABLE_CODES, MTurkClientMixin, log, make_client
 from .frame import framable, mturk_session, valid_submit_to
-from .layout import (DEFAULTS, EXTERNAL_QUESTION_XSD, ID_RE, PREVIEW_ASSIGNMENT_ID, QUAL_APPROVAL_RATE,
-                     QUAL_APPROVED_HITS, QUAL_LOCALE, SUBMIT_HOSTS, HitLayoutMixin, _int_config, _money_str,
-                     external_question, external_url, hits_needed, qualification_requirements)
+from .layout import (
+    DEFAULTS,
+    EXTERNAL_QUESTION_XSD,
+    ID_RE,
+    PREVIEW_ASSIGNMENT_ID,
+    QUAL_APPROVAL_RATE,
+    QUAL_APPROVED_HITS,
+    QUAL_LOCALE,
+    SUBMIT_HOSTS,
+    HitLayoutMixin,
+    external_question,
+    external_url,
+    hits_needed,
+    int_config,
+    money_str,
+    qualification_requirements,
+)
 from .publishing import HitPublishingMixin
 
 __all__ = ["MTurkProvider", "make_client", "external_url", "external_question", "qualification_requirements",
            "hits_needed", "DEFAULTS", "EXTERNAL_QUESTION_XSD", "PREVIEW_ASSIGNMENT_ID", "QUAL_APPROVAL_RATE",
            "QUAL_APPROVED_HITS", "QUAL_LOCALE", "RETRYABLE_CODES", "CREDENTIAL_CODES", "SUBMIT_HOSTS", "ID_RE",
-           "log", "_money_str", "_int_config"]
+           "log", "money_str", "int_config"]
 
 
 class MTurkProvider(MTurkClientMixin, HitLayoutMixin, HitPublishingMixin, AssignmentReviewMixin, CrowdProvider):

@@ -15,7 +15,7 @@ from django.utils import timezone
 from ...models import Assignment, Campaign, LedgerEntry, Membership, ProviderJob, Worker
 from .. import money
 from ..base import ProviderError, Submission
-from .layout import _money_str
+from .layout import money_str
 
 
 class AssignmentReviewMixin:
@@ -95,7 +95,7 @@ class AssignmentReviewMixin:
         if entry.kind != LedgerEntry.Kind.BONUS or entry.amount_cents != amount_cents:
             raise ProviderError("This bonus token was already used for another payment.", code="bad_token")
         try:
-            self.call("send_bonus", WorkerId=worker.external_id, BonusAmount=_money_str(amount_cents),
+            self.call("send_bonus", WorkerId=worker.external_id, BonusAmount=money_str(amount_cents),
                       AssignmentId=assignment.provider_assignment_id, Reason=reason[:1024],
                       UniqueRequestToken=entry.token[:64])
         except ProviderError as exc:

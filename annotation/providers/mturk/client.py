@@ -75,8 +75,14 @@ class MTurkClientMixin:
     def call(self, operation: str, client=None, **params) -> dict:
         """One MTurk operation (boto3 method name), throttling and network errors retried with
         exponential backoff; every other failure becomes a ProviderError."""
-        from botocore.exceptions import (BotoCoreError, ClientError, ConnectionError as BotoConnectionError,
-                                         HTTPClientError, NoCredentialsError, PartialCredentialsError)
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            HTTPClientError,
+            NoCredentialsError,
+            PartialCredentialsError,
+        )
+        from botocore.exceptions import ConnectionError as BotoConnectionError
 
         client = client or self.client
         method = getattr(client, operation)

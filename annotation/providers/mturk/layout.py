@@ -37,11 +37,11 @@ DEFAULTS = {
 }
 
 
-def _money_str(cents: int) -> str:
+def money_str(cents: int) -> str:
     return f"{int(cents) // 100}.{int(cents) % 100:02d}"
 
 
-def _int_config(config: dict, key: str, *, minimum: int, maximum: int) -> int:
+def int_config(config: dict, key: str, *, minimum: int, maximum: int) -> int:
     raw = config.get(key, DEFAULTS.get(key))
     try:
         value = int(raw)
@@ -120,13 +120,13 @@ class HitLayoutMixin:
         title = str(config.get("title") or campaign.name)[:128]
         description = str(config.get("description") or f"{campaign.kind_spec.label}: {campaign.name}")[:2000]
         return {
-            "tasks_per_assignment": _int_config(config, "tasks_per_assignment", minimum=1, maximum=1000),
-            "max_assignments": _int_config({**config, "max_assignments": config.get(
+            "tasks_per_assignment": int_config(config, "tasks_per_assignment", minimum=1, maximum=1000),
+            "max_assignments": int_config({**config, "max_assignments": config.get(
                 "max_assignments", campaign.votes_per_item)}, "max_assignments", minimum=1, maximum=1_000_000),
-            "duration": _int_config(config, "assignment_duration_seconds", minimum=30, maximum=365 * 86400),
-            "lifetime": _int_config(config, "lifetime_seconds", minimum=30, maximum=365 * 86400),
-            "auto_approval": _int_config(config, "auto_approval_delay_seconds", minimum=0, maximum=30 * 86400),
-            "frame_height": _int_config(config, "frame_height", minimum=0, maximum=10000),
+            "duration": int_config(config, "assignment_duration_seconds", minimum=30, maximum=365 * 86400),
+            "lifetime": int_config(config, "lifetime_seconds", minimum=30, maximum=365 * 86400),
+            "auto_approval": int_config(config, "auto_approval_delay_seconds", minimum=0, maximum=30 * 86400),
+            "frame_height": int_config(config, "frame_height", minimum=0, maximum=10000),
             "keywords": str(config.get("keywords") or DEFAULTS["keywords"])[:1000],
             "title": title, "description": description, "reward": reward,
         }

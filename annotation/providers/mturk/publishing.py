@@ -8,7 +8,8 @@ releasing the money a HIT no longer needs.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,7 +17,7 @@ from django.utils import timezone
 from ...models import Campaign, LedgerEntry, ProviderJob, Task
 from .. import money
 from ..base import ProviderError
-from .layout import DEFAULTS, _money_str, external_question, external_url, qualification_requirements
+from .layout import DEFAULTS, external_question, external_url, money_str, qualification_requirements
 
 
 class HitPublishingMixin:
@@ -52,8 +53,8 @@ class HitPublishingMixin:
         if need > left:
             raise ProviderError(
                 f"Over budget: {len(plan)} HITs of {layout['max_assignments']} assignments at "
-                f"{_money_str(layout['reward'])} need {_money_str(need)} with MTurk's fee, but only "
-                f"{_money_str(max(left, 0))} of the budget is left. Raise the budget or publish fewer items.",
+                f"{money_str(layout['reward'])} need {money_str(need)} with MTurk's fee, but only "
+                f"{money_str(max(left, 0))} of the budget is left. Raise the budget or publish fewer items.",
                 code="over_budget")
         self.ensure_qualification_type(campaign, client)
         config = dict(Campaign.objects.get(pk=campaign.pk).provider_config or {})
@@ -102,11 +103,11 @@ class HitPublishingMixin:
     def _create_hit(self, campaign, job, layout, question, requirements, client) -> None:
         pool = money.commit(campaign, self.name, LedgerEntry.Kind.REWARD, layout["reward"] * layout["max_assignments"],
                             f"{job.unique_token}:reward", job=job, max_assignments=layout["max_assignments"],
-                            note=f"HIT rewards: {layout['max_assignments']} x {_money_str(layout['reward'])}")
+                            note=f"HIT rewards: {layout['max_assignments']} x {money_str(layout['reward'])}")
         params = {
             "MaxAssignments": layout["max_assignments"], "AutoApprovalDelayInSeconds": layout["auto_approval"],
             "LifetimeInSeconds": layout["lifetime"], "AssignmentDurationInSeconds": layout["duration"],
-            "Reward": _money_str(layout["reward"]), "Title": layout["title"], "Keywords": layout["keywords"],
+            "Reward": money_str(layout["reward"]), "Title": layout["title"], "Keywords": layout["keywords"],
             "Description": layout["description"], "Question": question, "RequesterAnnotation": job.unique_token,
             "UniqueRequestToken": job.unique_token,
         }

@@ -41,7 +41,7 @@ def import_run(job_id: int, *, on_progress=None) -> ImportJob:
     except RowError as exc:  # the source as a whole is unreadable
         report.flush()
         return _fail(job, exc.message)
-    except Exception as exc:  # noqa: BLE001 - record, then let the worker log the traceback
+    except Exception as exc:
         log.exception("import %s failed", job.pk)
         report.flush()
         _fail(job, f"{type(exc).__name__}: {exc}")

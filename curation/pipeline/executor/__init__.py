@@ -32,7 +32,12 @@ from .decisions import write_decisions
 from .funnel import compute_funnel, funnel_lock, funnel_warnings, step_warning, with_warnings
 from .items import load_items
 from .planning import (
-    PipelineError, instantiate, library_versions, load_artifact_state, save_artifact, validate_steps,
+    PipelineError,
+    instantiate,
+    library_versions,
+    load_artifact_state,
+    save_artifact,
+    validate_steps,
 )
 from .propagate import rerun_later_steps
 from .runlevel import finalise, reconcile

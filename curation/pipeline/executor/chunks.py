@@ -98,7 +98,7 @@ def has_decisions(run: FilterRun, image_ids: list[int]) -> bool:
         return FilterDecision.objects.filter(decisions_of_images(ids), run=run).exists()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {decisions} WHERE run_id = %s AND caption_id IS NULL "
+            f"SELECT EXISTS (SELECT 1 FROM {decisions} WHERE run_id = %s AND caption_id IS NULL "  # noqa: S608
             "AND image_id = ANY(%s::bigint[])) "
             f"OR EXISTS (SELECT 1 FROM {captions} c JOIN {decisions} d ON d.caption_id = c.id "
             "WHERE c.image_id = ANY(%s::bigint[]) AND d.run_id = %s)", [run.pk, ids, ids, run.pk])

@@ -158,7 +158,7 @@ def write_decisions(rows: list[tuple]) -> None:
             for row in rows:
                 copy.write_row(row)
         cursor.execute(
-            f"INSERT INTO {FilterDecision._meta.db_table} ({columns}) "
+            f"INSERT INTO {FilterDecision._meta.db_table} ({columns}) "  # noqa: S608
             f"SELECT run_id, image_id, caption_id, step, filter_name, outcome, score, reason, details::jsonb, "
             f"text_before, text_after, override FROM {stage} ON CONFLICT DO NOTHING")
         # Emptied now, not only at the commit: a second write in the same transaction (reconcile's, after
@@ -222,7 +222,7 @@ def _insert_children(rows: list[_Child]) -> dict[tuple, int]:
     found: dict[tuple, int] = {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (image_id, text, text_hash, language, origin, parent_id, source, external_id, "
+            f"INSERT INTO {table} (image_id, text, text_hash, language, origin, parent_id, source, external_id, "  # noqa: S608
             "metadata, created_at) "
             "SELECT i, t, h, l, %s, p, s, '', m::jsonb, now() FROM unnest(%s::bigint[], %s::text[], %s::text[], "
             "%s::text[], %s::bigint[], %s::text[], %s::text[]) AS u(i, t, h, l, p, s, m) "
@@ -233,7 +233,7 @@ def _insert_children(rows: list[_Child]) -> dict[tuple, int]:
         missing = [row.key for row in rows if row.key not in found]
         if missing:
             cursor.execute(
-                f"SELECT c.id, c.image_id, c.text_hash, c.source FROM {table} c "
+                f"SELECT c.id, c.image_id, c.text_hash, c.source FROM {table} c "  # noqa: S608
                 "JOIN unnest(%s::bigint[], %s::text[], %s::text[]) AS u(i, h, s) "
                 "ON c.image_id = u.i AND c.text_hash = u.h AND c.source = u.s",
                 [list(column) for column in zip(*missing)])

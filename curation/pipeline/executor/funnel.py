@@ -11,7 +11,6 @@ from django.db.models.functions import Coalesce, NullIf
 from ...models import FilterDecision, FilterRun
 from ..base import DROP, KEEP, NA
 
-
 # The class (first key) of the PostgreSQL advisory locks that serialise the writers of a run's funnel.
 FUNNEL_LOCK_CLASS = 0x434C46  # "CLF"
 

@@ -69,11 +69,11 @@ def _item_rows(image_ids: list[int]):
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:  # SET LOCAL needs a transaction
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
-            f"SELECT {', '.join(image_columns[:-1])}, metadata::text FROM {Image._meta.db_table} "
+            f"SELECT {', '.join(image_columns[:-1])}, metadata::text FROM {Image._meta.db_table} "  # noqa: S608
             f"WHERE id BETWEEN %s AND %s{members.format('id')}", [low, high, *member_args])
         image_rows = cursor.fetchall()
         cursor.execute(
-            f"SELECT id, image_id, text, language FROM {Caption._meta.db_table} "
+            f"SELECT id, image_id, text, language FROM {Caption._meta.db_table} "  # noqa: S608
             f"WHERE image_id BETWEEN %s AND %s{members.format('image_id')} AND NOT (origin = ANY(%s)) "
             "ORDER BY id", [low, high, *member_args, list(SKIP_ORIGINS)])
         caption_rows = cursor.fetchall()

@@ -276,9 +276,9 @@ def _run_images() -> str:
     chunks keep them as JSON arrays."""
     table = RunChunk._meta.db_table
     if connections[RunChunk.objects.db].vendor == "postgresql":  # the database the query runs on
-        return (f"SELECT (jsonb_array_elements_text(rc.item_ids))::bigint FROM {table} rc "
+        return (f"SELECT (jsonb_array_elements_text(rc.item_ids))::bigint FROM {table} rc "  # noqa: S608
                 "WHERE rc.run_id = %s AND rc.status = 'done'")
-    return f"SELECT j.value FROM {table} rc, json_each(rc.item_ids) j WHERE rc.run_id = %s AND rc.status = 'done'"
+    return f"SELECT j.value FROM {table} rc, json_each(rc.item_ids) j WHERE rc.run_id = %s AND rc.status = 'done'"  # noqa: S608
 
 
 @contextmanager

@@ -104,7 +104,7 @@ def finish(run_id: int) -> None:
     run = FilterRun.objects.get(pk=run_id)
     try:
         runlevel.finalise(run)
-    except Exception as exc:  # noqa: BLE001 - recorded on the run; the worker logs the traceback
+    except Exception as exc:
         log.exception("finalising run %s failed", run_id)
         FilterRun.objects.filter(pk=run_id).update(status=FilterRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}",
                                                    finished_at=timezone.now())

@@ -160,7 +160,7 @@ def _step_errors(position: int, step: dict):
 # seeds or None; plain: no text change, spans, types or seeds to pass on). Tuples of strings and
 # numbers, which the garbage collector stops tracking.
 
-def _apply_group(state: ChunkState, group, targets: list[Item]) -> list[Item]:
+def _apply_group(state: ChunkState, group, targets: list[Item]) -> list[Item]:  # noqa: PLR0915
     first = group[0][0]
     run_id = state.run.pk
     start_texts = [item.text for item in targets]

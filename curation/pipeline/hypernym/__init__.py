@@ -44,9 +44,9 @@ from . import consistency  # noqa: F401
 from .coordination import Coordinations  # noqa: F401
 from .detect import Mention, MentionFinder  # noqa: F401
 from .filters import Hypernymize, RareEntityTypes, check_int  # noqa: F401
-from .lexicon import *  # noqa: F401,F403
+from .lexicon import *  # noqa: F403
 from .lexicon import indefinite_article, pluralize  # noqa: F401
 from .mapping import MentionMapper  # noqa: F401
-from .sanity import Gazetteer, TypeChecks  # noqa: F401
 from .rewrite import Prepared, Rewrite  # noqa: F401
+from .sanity import Gazetteer, TypeChecks  # noqa: F401
 from .units import Unit  # noqa: F401

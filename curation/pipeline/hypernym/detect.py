@@ -35,7 +35,7 @@ class MentionFinder:
         quotes = [t.i for t in self.tk if t.text in QUOTES and t.is_punct and t.tag_ != "POS"]
         return list(zip(quotes[0::2], quotes[1::2]))
 
-    def find_mentions(self) -> list[Mention]:
+    def find_mentions(self) -> list[Mention]:  # noqa: PLR0915
         doc = self.doc
         mentions: list[Mention] = []
         taken: set[int] = set()

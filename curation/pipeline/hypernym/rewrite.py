@@ -3,8 +3,20 @@ from __future__ import annotations
 
 from .coordination import Coordinations
 from .detect import Mention, MentionFinder
-from .lexicon import (ARGUMENT_DEPS, CLOSING, COMMA_LIKE, CONTENT_POS, DEICTIC_TIME, MODIFIER_DEPS,
-                      LOOSE_DEPS, NAMING_VERBS, NUMERIC_ENTS, OPENING, TIME_UNITS, indefinite_article)
+from .lexicon import (
+    ARGUMENT_DEPS,
+    CLOSING,
+    COMMA_LIKE,
+    CONTENT_POS,
+    DEICTIC_TIME,
+    LOOSE_DEPS,
+    MODIFIER_DEPS,
+    NAMING_VERBS,
+    NUMERIC_ENTS,
+    OPENING,
+    TIME_UNITS,
+    indefinite_article,
+)
 from .mapping import MentionMapper
 from .sanity import Gazetteer, TypeChecks
 from .units import Unit
@@ -119,7 +131,7 @@ class Rewrite(MentionFinder, TypeChecks, MentionMapper, Coordinations):
             return True
         return not all(t.lower_ in kept for t in words)
 
-    def run(self) -> None:
+    def run(self) -> None:  # noqa: PLR0915
         doc, p = self.doc, self.p
         mentions = self.find_mentions()
         self.label_mentions(mentions)

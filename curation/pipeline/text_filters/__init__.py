@@ -31,17 +31,17 @@ from __future__ import annotations
 
 # Imported in the order the filters were registered before the split (the registry lists them so).
 from .boilerplate import BoilerplateCrop, BoilerplateDrop
-from .language import LanguageFilter
-from .pos import NounRatio, PosPresence
-from .words import TokenRepetition, UniqueWordRatio
 from .capitalisation import Capitalisation
-from .vocabulary import UnknownTokens
-from .polarity import Polarity
-from .profanity import ProfanityFilter
-from .length import CaptionLength
-from .emoji import EmojiFilter, pictographs, strip_pictographs
-from .markup import MarkupFilter, strip_markup
 from .common import HASHTAG_RE, LETTER_RE, MAX_LISTED, WORD_RE, TextFilter
+from .emoji import EmojiFilter, pictographs, strip_pictographs
+from .language import LanguageFilter
+from .length import CaptionLength
+from .markup import MarkupFilter, strip_markup
+from .polarity import Polarity
+from .pos import NounRatio, PosPresence
+from .profanity import ProfanityFilter
+from .vocabulary import UnknownTokens
+from .words import TokenRepetition, UniqueWordRatio
 
 __all__ = ["BoilerplateCrop", "BoilerplateDrop", "LanguageFilter", "PosPresence", "NounRatio", "UniqueWordRatio",
            "TokenRepetition", "Capitalisation", "UnknownTokens", "Polarity", "ProfanityFilter", "CaptionLength",

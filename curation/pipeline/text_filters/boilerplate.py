@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from ..base import KEEP, Decision, Filter, Item, drop, keep
 from ..registry import register
-from .common import TextFilter, _blank
+from .common import TextFilter, blank
 
 # Separators that surround boilerplate: "... gear down - Stock Image", "Stock Photo | ...", "(photo by X)".
 SEP = r"\s\-–—|:•·,;.!?/\\~*()\[\]{}"
@@ -163,7 +163,7 @@ class BoilerplateCrop(Filter):
         out = []
         for item in items:
             text = item.text or ""
-            if _blank(text):
+            if blank(text):
                 out.append(drop("empty"))
                 continue
             if text not in bounds:

@@ -5,7 +5,8 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import LETTER_RE, MEMO_SIZE, TextFilter, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter
+from .common import words as _words
 
 _NOT_LETTERED, _LOWER, _CAPITALISED = 1, 2, 3
 

@@ -20,7 +20,7 @@ MAX_LISTED = 20  # offending tokens listed in a decision's details (a 1 MB text 
 MEMO_SIZE = 200_000  # per-word memos below: emptied when full (words of a run repeat; a few MB each)
 
 
-def _remember(memo: dict, key, value):
+def remember(memo: dict, key, value):
     """Store ``value`` under ``key`` in a per-word memo that is emptied when it reaches MEMO_SIZE; returns
     ``value``."""
     if len(memo) >= MEMO_SIZE:
@@ -29,11 +29,11 @@ def _remember(memo: dict, key, value):
     return value
 
 
-def _blank(text: str | None) -> bool:
+def blank(text: str | None) -> bool:
     return not text or text.isspace()
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
     """The words of ``text`` (do not modify the list: several filters read the same one). Remembered for
     the texts of the current batch, which every word-counting filter reads again (not the long ones)."""
     return _text_words(text) if len(text) <= 2000 else WORD_RE.findall(text)
@@ -44,7 +44,7 @@ def _text_words(text: str) -> list[str]:
     return WORD_RE.findall(text)
 
 
-def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
+def token_table(doc) -> tuple[list[str], list[str], list[bool]]:
     """(texts, coarse part-of-speech tags, punctuation-or-space flags) of the doc's tokens, read once per
     doc and shared by the part-of-speech filters of a batch (each reading the tokens again costs more)."""
     key = id(doc)
@@ -83,7 +83,7 @@ def _token_table(doc) -> tuple[list[str], list[str], list[bool]]:
 
 def _lexeme(vocab, orth: int) -> tuple[str, bool]:
     lex = vocab[orth]
-    return _remember(_LEXEMES, orth, (lex.orth_, lex.is_punct or lex.is_space))
+    return remember(_LEXEMES, orth, (lex.orth_, lex.is_punct or lex.is_space))
 
 
 _TABLES: dict[int, tuple] = {}
@@ -124,7 +124,7 @@ class TextFilter(Filter):
             text = item.text or ""
             decision = seen.get(text)
             if decision is None:
-                decision = seen[text] = drop("empty") if _blank(text) else self.decide(item)
+                decision = seen[text] = drop("empty") if blank(text) else self.decide(item)
                 out.append(decision)
             else:
                 out.append(Decision(decision.outcome, decision.reason, decision.score, dict(decision.details),
@@ -132,15 +132,15 @@ class TextFilter(Filter):
         return out
 
 
-def _no_parse(item: Item) -> Decision | None:
+def no_parse(item: Item) -> Decision | None:
     """For filters that need a parse and got none (spaCy refuses texts over its max_length, 1M characters)."""
     return drop("unparsed", chars=len(item.text)) if item.doc is None else None
 
 
-_UNSEEN = object()  # a memo miss (None is a remembered value)
+UNSEEN = object()  # a memo miss (None is a remembered value)
 
 
 @lru_cache(maxsize=200_000)
-def _word_shape(word: str) -> tuple[bool, str, bool]:
+def word_shape(word: str) -> tuple[bool, str, bool]:
     """(has a letter, lower-cased, has a digit)."""
     return bool(LETTER_RE.search(word)), word.lower(), bool(DIGIT_RE.search(word))

@@ -19,7 +19,7 @@ import regex
 
 from ..base import KEEP, Decision, Filter, Item, drop
 from ..registry import register
-from .common import LETTER_RE, MAX_LISTED, _blank
+from .common import LETTER_RE, MAX_LISTED, blank
 
 # A pictograph with what clings to it: variation selectors, zero-width joiners, keycaps, skin-tone
 # modifiers and tag characters (subdivision flags). One match is one run of them ("👩‍👩‍👧", "🇫🇷").
@@ -79,7 +79,7 @@ class EmojiFilter(Filter):
         out = []
         for item in items:
             text = item.text or ""
-            if _blank(text):
+            if blank(text):
                 out.append(drop("empty"))
                 continue
             found = pictographs(text)

@@ -22,7 +22,8 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import LETTER_RE, MEMO_SIZE, TextFilter, _word_shape, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter, word_shape
+from .common import words as _words
 
 # wordfreq's lists of languages written in other scripts (and Chinese and Japanese need extra tokenisers):
 # a Latin-script word is compared with the Latin-script candidates only.
@@ -116,9 +117,9 @@ class LanguageFilter(TextFilter):
 
     def warm(self):
         self.prepare()
-        from ..informativeness import _common_english_words
+        from ..informativeness import common_english_words
 
-        _common_english_words()
+        common_english_words()
         english_markers(self.others)
         # lingua loads a language's models when a text first needs them: load those of Latin-script text.
         self.detector.compute_language_confidence_values("Une maison près du vieux pont sur la rivière")
@@ -207,7 +208,7 @@ class LanguageFilter(TextFilter):
         """The text detection reads: its words after the first that do not start with a capital, when there
         are enough of them with a letter; else the whole text."""
         lower = [w for w in _words(text)[1:] if not w[0].isupper()]
-        if sum(1 for w in lower if _word_shape(w)[0]) >= self.params["min_lowercase_words"]:
+        if sum(1 for w in lower if word_shape(w)[0]) >= self.params["min_lowercase_words"]:
             return " ".join(lower)
         return text
 
@@ -224,16 +225,16 @@ def _english_zipf(word: str) -> float:
 
 @lru_cache(maxsize=MEMO_SIZE)
 def _language_word(word: str) -> tuple:
-    return (not word[0].isupper(), _word_shape(word)[0], word.isascii(), _english_word(word))
+    return (not word[0].isupper(), word_shape(word)[0], word.isascii(), _english_word(word))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
 def _english_word(token: str) -> tuple[int, int] | None:
     """For a whitespace-separated token: None unless it is alphabetic once lower-cased and stripped of
     punctuation, else (1 if an English stop word, 1 if one of the 25,000 most common English words)."""
-    from ..informativeness import STOP_WORDS, _common_english_words
+    from ..informativeness import STOP_WORDS, common_english_words
 
     word = token.lower().strip(".,;:!?'\"()")
     if word and word.isalpha():
-        return (int(word in STOP_WORDS), int(word in _common_english_words()))
+        return (int(word in STOP_WORDS), int(word in common_english_words()))
     return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..base import drop, keep
 from ..registry import register
-from .common import TextFilter, _words
+from .common import TextFilter, words
 
 
 @register
@@ -20,7 +20,7 @@ class CaptionLength(TextFilter):
     def decide(self, item):
         if len(item.text) > self.params["max_chars"]:
             return drop("too_many_chars", chars=len(item.text))
-        n = len(_words(item.text))
+        n = len(words(item.text))
         if n < self.params["min_tokens"]:
             return drop("too_short", score=n, tokens=n)
         if n > self.params["max_tokens"]:

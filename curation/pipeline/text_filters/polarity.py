@@ -30,7 +30,7 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import TextFilter, _remember, _words
+from .common import TextFilter, remember, words
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +56,7 @@ def _vader_neutral(analyser, text: str) -> bool:
         if hit is None:
             from vaderSentiment.vaderSentiment import SentiText
 
-            hit = _remember(memo, word, SentiText._strip_punc_if_word(word).lower() in analyser.lexicon)
+            hit = remember(memo, word, SentiText._strip_punc_if_word(word).lower() in analyser.lexicon)
         if hit:
             return False
     return True
@@ -95,7 +95,7 @@ class Polarity(TextFilter):
         """What makes the text speak: "!" and the listed words it holds, in order."""
         found = ["!"] if self.params["exclamation_is_opinion"] and "!" in text else []
         cues = self.cues
-        found += [w for w in dict.fromkeys(w.lower() for w in _words(text)) if w in cues]
+        found += [w for w in dict.fromkeys(w.lower() for w in words(text)) if w in cues]
         return found
 
     def decide(self, item):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..base import drop, keep
 from ..registry import register
-from .common import TextFilter, _no_parse, _token_table
+from .common import TextFilter, no_parse, token_table
 
 
 @register
@@ -23,10 +23,10 @@ class PosPresence(TextFilter):
             ("preposition", "require_preposition", {"ADP"})) if self.params[param]]
 
     def decide(self, item):
-        unparsed = _no_parse(item)
+        unparsed = no_parse(item)
         if unparsed:
             return unparsed
-        found = set(_token_table(item.doc)[1])
+        found = set(token_table(item.doc)[1])
         missing = [what for what, tags in self.checks if not found & tags]
         return drop(f"no_{missing[0]}", missing=missing) if missing else keep()
 
@@ -45,10 +45,10 @@ class NounRatio(TextFilter):
     score_thresholds = ("max_ratio",)
 
     def decide(self, item):
-        unparsed = _no_parse(item)
+        unparsed = no_parse(item)
         if unparsed:
             return unparsed
-        _, all_tags, skip = _token_table(item.doc)
+        _, all_tags, skip = token_table(item.doc)
         tags = [tag for tag, skipped in zip(all_tags, skip) if not skipped] if True in skip else all_tags
         if not tags:
             return drop("no_words")

@@ -6,7 +6,8 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import MAX_LISTED, TextFilter, _remember, _words
+from .common import MAX_LISTED, TextFilter, remember
+from .common import words as _words
 
 # better_profanity's own matcher walks the text character by character against every listed word
 # (about 50 ms per caption), far too slow for a run; the index below matches its word list and its
@@ -53,7 +54,7 @@ class _ProfanityIndex:
         code = 0
         for token in PROFANITY_TOKEN_RE.findall(word.lower()):
             code |= self._lookup(token)
-        return _remember(self.word_memo, word, code)
+        return remember(self.word_memo, word, code)
 
     def _profane(self, token: str) -> bool:
         return bool(self._lookup(token) & _HIT)

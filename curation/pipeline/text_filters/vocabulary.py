@@ -5,8 +5,8 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import (_UNSEEN, HASHTAG_RE, LETTER_RE, MAX_LISTED, TextFilter, _remember, _token_table,
-                     _word_shape, _words)
+from .common import HASHTAG_RE, LETTER_RE, MAX_LISTED, UNSEEN, TextFilter, remember, token_table, word_shape
+from .common import words as _words
 from .emoji import pictographs
 
 
@@ -71,17 +71,17 @@ class UnknownTokens(TextFilter):
     def _look_up(self, word: str):
         """None for a word without a letter, else (Zipf frequency, below its threshold, lower-cased);
         remembered per word for these parameters."""
-        lettered, lowered, digits = _word_shape(word)
+        lettered, lowered, digits = word_shape(word)
         found = None
         if lettered:
             z = _zipf(lowered, self.params["language"])
             found = (z, z < (self.params["min_zipf_with_digits"] if digits else self.params["min_zipf"]), lowered)
-        return _remember(self.known, word, found)
+        return remember(self.known, word, found)
 
     def decide(self, item):
         text = item.text
         if item.doc is not None:
-            texts, tags, _ = _token_table(item.doc)
+            texts, tags, _ = token_table(item.doc)
             if self.params["ignore_proper_nouns"]:
                 words = [w for w, tag in zip(texts, tags) if not (tag == "PROPN" and _name_text(w))]
             else:
@@ -100,8 +100,8 @@ class UnknownTokens(TextFilter):
         for word in words:
             if len(unknown) >= MAX_LISTED:
                 break  # enough to decide and to show; a 1 MB text of unknown words stops here
-            found = memo.get(word, _UNSEEN)
-            if found is _UNSEEN:
+            found = memo.get(word, UNSEEN)
+            if found is UNSEEN:
                 found = self._look_up(word)
             if found is None:  # no letter
                 continue

@@ -6,7 +6,8 @@ from functools import lru_cache
 
 from ..base import drop, keep
 from ..registry import register
-from .common import LETTER_RE, MEMO_SIZE, TextFilter, _words
+from .common import LETTER_RE, MEMO_SIZE, TextFilter
+from .common import words as _words
 
 
 @register
