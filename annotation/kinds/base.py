@@ -151,7 +151,8 @@ class Kind:
         return {"label": post.get("label", "")}
 
     def _label_text(self, value: dict, default):
-        return {c.value: c.label for c in self.choices}.get(value.get("label"), default)
+        labels: dict = {c.value: c.label for c in self.choices}
+        return labels.get(value.get("label"), default)
 
     def display(self, value) -> list[str]:
         """A stored value in words, one line each (a training item's expected answer; the template escapes)."""

@@ -56,8 +56,8 @@ def suggest_threshold(scores, positive, precision: float) -> dict | None:
         return None
     auc = _auc(scores, positive)
     if auc is None or auc == 0.5:
-        options = [_best_threshold(scores, positive, precision, d) for d in (">=", "<=")]
-        options = [o for o in options if o]
+        found = [_best_threshold(scores, positive, precision, d) for d in (">=", "<=")]
+        options = [o for o in found if o]
         best = max(options, key=lambda o: (o["recall"], o["precision"]), default=None)
     else:
         best = _best_threshold(scores, positive, precision, ">=" if auc > 0.5 else "<=")
