@@ -2,12 +2,15 @@
 test data folder, and per-test media storage."""
 import contextlib
 import os
+import socket
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
 
 from captionlab import roles
+from tests.browser_helpers import CHROMIUM, CHROMIUM_ARGS, make_user
+from tests.network_guard import OutsideConnection, _loopback
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_PHOTOS = SHARED / "data" / "openimages-cc-by"
@@ -193,3 +196,64 @@ def shot(tmp_path):
         return path
 
     return save
+
+
+@pytest.fixture
+def no_outside_network(monkeypatch):
+    """Any connect() to an address that is not loopback fails the test (DNS lookups too)."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    attempts = []
+
+    def guard(real):
+        def connect(self, address):
+            if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+                attempts.append(address)
+                raise OutsideConnection(f"outside connection to {address!r}")
+            return real(self, address)
+        return connect
+
+    def no_lookup(host, *args, **kwargs):
+        if not _loopback((host,)):
+            attempts.append(host)
+            raise OutsideConnection(f"DNS lookup of {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    real_getaddrinfo = socket.getaddrinfo
+    monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
+    monkeypatch.setattr(socket, "getaddrinfo", no_lookup)
+    yield attempts
+    assert not attempts, f"outside connections attempted: {attempts}"
+
+
+# The browser tests' fixtures (tests/test_*_browser.py): Debian's chromium driven by Playwright.
+
+@pytest.fixture
+def browser(transactional_db):
+    # Everything that touches the database in this test's thread (personas, the database fixture)
+    # must be set up before Playwright starts its event loop: while a loop runs, Django keeps the
+    # thread's connection in a separate, async-context slot that the teardown would never close.
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def curator(transactional_db, django_user_model):
+    return make_user(django_user_model, "alice", roles.CURATOR)
+
+
+@pytest.fixture
+def annotator(transactional_db, django_user_model):
+    return make_user(django_user_model, "bob", roles.ANNOTATOR)

@@ -16,7 +16,7 @@ from annotation.models import Task, Vote, VoteEdit
 from curation.models import Caption
 
 from .annotation.conftest import make_collection
-from .test_browser import CHROMIUM, annotator, browser, curator, log_in, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 from .test_pipeline_browser import with_pictures
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are safe (see test_browser).
@@ -37,7 +37,7 @@ INSTRUCTIONS = """Read the caption and say whether it is **fluent English**.
 
 
 @pytest.fixture
-def campaigns(transactional_db, curator, annotator):  # noqa: F811 - the fixtures imported above
+def campaigns(transactional_db, curator, annotator):
     # Made before the browser starts: see the note on the browser fixture in test_browser.py.
     rating = services.campaign_create(
         name="Fluency of alt-texts", kind="fluency", selection={"collection": with_pictures(make_collection()).pk},
@@ -64,7 +64,7 @@ def wait_for_new_task(page, old: str):
         arg=old)
 
 
-def test_an_annotator_trains_rates_with_the_keyboard_undoes_and_writes(campaigns, live_server, browser, page, shot):  # noqa: F811
+def test_an_annotator_trains_rates_with_the_keyboard_undoes_and_writes(campaigns, live_server, browser, page, shot):
     rating, writing = campaigns
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -222,14 +222,14 @@ def test_an_annotator_trains_rates_with_the_keyboard_undoes_and_writes(campaigns
 
 
 @pytest.fixture
-def candidates_campaign(transactional_db, curator, annotator):  # noqa: F811 - the fixtures imported above
+def candidates_campaign(transactional_db, curator, annotator):
     collection = with_pictures(make_collection(name="candidates", n=2, captions_per_image=3))
     return services.campaign_create(name="Relevance and fluency", kind="relevance_fluency",
                                     selection={"collection": collection.pk}, user=curator, members=[annotator],
                                     status="running", votes_per_item=1)
 
 
-def test_a_candidate_grid_is_rated_row_by_row_with_number_keys(candidates_campaign, live_server, page, shot):  # noqa: F811
+def test_a_candidate_grid_is_rated_row_by_row_with_number_keys(candidates_campaign, live_server, page, shot):
     campaign = candidates_campaign
     log_in(page, live_server, "bob")
     page.goto(f"{live_server.url}/work/{campaign.pk}/")

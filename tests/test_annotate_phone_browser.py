@@ -16,7 +16,7 @@ from annotation.kinds import KINDS
 from annotation.models import Vote
 
 from .annotation.conftest import make_collection
-from .test_browser import CHROMIUM, annotator, browser, curator, log_in  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 from .test_pipeline_browser import with_pictures
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
@@ -31,7 +31,7 @@ PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def quality(transactional_db, curator, annotator):  # noqa: F811 - the fixtures imported above
+def quality(transactional_db, curator, annotator):
     return services.campaign_create(
         name="Caption quality", kind="quality", selection={"collection": with_pictures(make_collection()).pk},
         user=curator, members=[annotator], status="running", votes_per_item=1,
@@ -39,7 +39,7 @@ def quality(transactional_db, curator, annotator):  # noqa: F811 - the fixtures 
 
 
 @pytest.fixture
-def phone(browser):  # noqa: F811
+def phone(browser):
     context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
     page = context.new_page()
     page.set_default_timeout(15_000)

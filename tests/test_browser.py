@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth.models import Group
 from django.db import connections
 from PIL import Image as PILImage, ImageDraw
 
-from captionlab import roles
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
+from .browser_helpers import CHROMIUM, make_user
 
 # Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a thread
 # with a running loop unless told that it is safe (it is: the loop only drives the browser).
@@ -34,43 +28,6 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium "
                        "(apt-get install chromium) to run the browser tests"),
 ]
-
-
-@pytest.fixture
-def browser(transactional_db):
-    # Everything that touches the database in this test's thread (personas, the database fixture)
-    # must be set up before Playwright starts its event loop: while a loop runs, Django keeps the
-    # thread's connection in a separate, async-context slot that the teardown would never close.
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-def make_user(django_user_model, username, role):
-    user = django_user_model.objects.create_user(username=username, password=f"{username}-pw-123")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
-
-
-@pytest.fixture
-def curator(transactional_db, django_user_model):
-    return make_user(django_user_model, "alice", roles.CURATOR)
-
-
-@pytest.fixture
-def annotator(transactional_db, django_user_model):
-    return make_user(django_user_model, "bob", roles.ANNOTATOR)
 
 
 def write_zip_of_pngs(path: Path, count: int = 3) -> Path:

@@ -19,7 +19,7 @@ from captionlab import roles
 
 from .curation.test_release_services import export_now, frozen_release
 from .curation.test_release_services import make_collection as make_release_collection
-from .test_browser import CHROMIUM, browser, curator, log_in, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 from .test_pipeline_pages import WORDS, make_collection, make_run
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
@@ -36,7 +36,7 @@ SMALL_LAPTOP = {"width": 1024, "height": 700}  # the top bar's links wrap onto a
 
 
 @pytest.fixture(autouse=True)
-def body_connection_closed(page):  # noqa: F811 - the fixture imported above
+def body_connection_closed(page):
     """Close the connection the test's body opened while Playwright's loop ran (see test_browser.py)."""
     yield
     connections.close_all()
@@ -75,11 +75,11 @@ def assert_inside(inner: dict, outer: dict, what: str):
 
 
 @pytest.fixture
-def finished_run(transactional_db, curator):  # noqa: F811
+def finished_run(transactional_db, curator):
     return make_run(make_collection(), user=curator, name="phone funnel")
 
 
-def test_a_curator_reads_the_funnel_on_a_phone_without_scrolling_sideways(finished_run, live_server, page, shot):  # noqa: F811
+def test_a_curator_reads_the_funnel_on_a_phone_without_scrolling_sideways(finished_run, live_server, page, shot):
     run = finished_run
     log_in(page, live_server, "alice")
     page.set_viewport_size(PHONE)
@@ -139,7 +139,7 @@ def release_with_exports(transactional_db, django_user_model, settings):
 
 
 def test_an_admin_sees_every_download_link_of_a_release_inside_the_page_on_a_phone(
-        release_with_exports, live_server, page, shot):  # noqa: F811
+        release_with_exports, live_server, page, shot):
     release, exports = release_with_exports
     names = [f["name"] for e in exports for f in e.files]
     assert max(len(n) for n in names) >= 100, names
@@ -180,7 +180,7 @@ SHORT = ["dog", "cat", "a bus", "tree", "two cats", "red car", "sea", "a kite", 
 
 
 @pytest.fixture
-def long_step(transactional_db, curator):  # noqa: F811
+def long_step(transactional_db, curator):
     """A run whose word-count step dropped most of 20 short captions: a list long enough to scroll."""
     images = [(300, [SHORT[i % len(SHORT)], f"{SHORT[(i + 3) % len(SHORT)]} {i}"]) for i in range(10)]
     return make_run(make_collection("Short captions", images=images), user=curator, name="long step")
@@ -188,7 +188,7 @@ def long_step(transactional_db, curator):  # noqa: F811
 
 @pytest.mark.parametrize("viewport", [LAPTOP, SMALL_LAPTOP, PHONE], ids=["laptop", "small-laptop", "phone"])
 def test_the_sticky_bulk_bar_stays_below_the_sticky_top_bar_when_a_curator_scrolls(
-        long_step, viewport, live_server, page, tmp_path):  # noqa: F811
+        long_step, viewport, live_server, page, tmp_path):
     run = long_step
     log_in(page, live_server, "alice")
     page.set_viewport_size(viewport)
@@ -208,7 +208,7 @@ def test_the_sticky_bulk_bar_stays_below_the_sticky_top_bar_when_a_curator_scrol
 
 
 @pytest.mark.parametrize("viewport", [LAPTOP, SMALL_LAPTOP], ids=["laptop", "small-laptop"])
-def test_without_its_script_the_bulk_bar_still_clears_the_top_bar(long_step, viewport, browser, live_server, tmp_path):  # noqa: F811
+def test_without_its_script_the_bulk_bar_still_clears_the_top_bar(long_step, viewport, browser, live_server, tmp_path):
     """The CSS fallbacks alone (review.js not run) keep the bar below the top bar at these widths."""
     context = browser.new_context(viewport=viewport, java_script_enabled=False)
     try:

@@ -16,7 +16,7 @@ from annotation.models import Assignment, Campaign, Task, Vote
 from annotation.providers import money
 
 from .annotation.conftest import make_collection
-from .test_browser import CHROMIUM, browser, curator, log_in, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 from .test_pipeline_browser import with_pictures
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -32,7 +32,7 @@ DONE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 
 
 @pytest.fixture
-def campaign(transactional_db, curator):  # noqa: F811
+def campaign(transactional_db, curator):
     c = services.campaign_create(
         name="Fluency study on Prolific", kind="fluency", selection={"collection": with_pictures(make_collection()).pk},
         user=curator, status="draft", votes_per_item=1, backend="linkout", reward_cents=120, budget_cents=1000,
@@ -55,7 +55,7 @@ def answer(page, value="fluent"):
         "old => { const p = document.querySelector('#task-panel'); return p && p.dataset.task !== old; }", arg=old)
 
 
-def test_a_participant_comes_from_the_marketplace_and_gets_the_code(campaign, live_server, browser, page, shot):  # noqa: F811
+def test_a_participant_comes_from_the_marketplace_and_gets_the_code(campaign, live_server, browser, page, shot):
     log_in(page, live_server, "alice")
     page.goto(f"{live_server.url}/campaigns/{campaign.pk}/provider/")
     shot(page, "provider_draft")

@@ -19,7 +19,7 @@ from modeling import registry
 from modeling.models import LearningLoop, LoopRound
 
 from .modeling.loop_helpers import make_pool_campaign, next_tasks, vote
-from .test_browser import CHROMIUM, browser, log_in, make_user, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in, make_user
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
 
@@ -43,14 +43,14 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
     return {"campaign": campaign, "truth": truth, "raters": raters}
 
 
-def test_a_curator_starts_a_loop_runs_two_rounds_and_reads_the_learning_curve(setup, live_server, page, shot):  # noqa: F811
+def test_a_curator_starts_a_loop_runs_two_rounds_and_reads_the_learning_curve(setup, live_server, page, shot):
     try:
         walk_through(setup, live_server, page, shot)
     finally:
         connections.close_all()  # ORM calls ran while Playwright's loop was running (see test_release_browser)
 
 
-def next_round(page, loop, number: int) -> LoopRound:  # noqa: F811 - the page fixture's value
+def next_round(page, loop, number: int) -> LoopRound:
     with page.expect_navigation(url=re.compile(r".*/models/loops/\d+/$"), timeout=ROUND):
         page.click("button[data-role=next-round]", no_wait_after=True)
     page.wait_for_selector(f'#loop-round[data-round="{number}"][data-status="done"]', timeout=ROUND)
@@ -59,7 +59,7 @@ def next_round(page, loop, number: int) -> LoopRound:  # noqa: F811 - the page f
     return round_
 
 
-def walk_through(setup, live_server, page, shot):  # noqa: F811
+def walk_through(setup, live_server, page, shot):
     campaign = setup["campaign"]
     log_in(page, live_server, "alice")
     page.goto(f"{live_server.url}{reverse('campaign-detail', args=[campaign.pk])}")

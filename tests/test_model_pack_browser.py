@@ -21,7 +21,7 @@ from curation.services import pipeline_save
 from pack.models import PretrainedModel
 
 from .curation.search_helpers import make_image
-from .test_browser import CHROMIUM, browser, curator, log_in, page, shot  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in, shot
 from .test_pipeline_browser import celery_for_filter_tasks
 from .test_presets_browser import RUN_TIMEOUT, start_preset_run, step_of
 
@@ -43,7 +43,7 @@ NOT_RUN = "not run: no model registered"
 
 
 @pytest.fixture
-def photos_collection(transactional_db, shared_photos, curator):  # noqa: F811 - the fixture imported above
+def photos_collection(transactional_db, shared_photos, curator):
     """Eight real photos, one caption each, and a pipeline that groups paraphrases; made before the browser."""
     from curation.models import Caption, Collection
 
@@ -72,7 +72,7 @@ def tiny_clip_copied(models_dir, _tiny_clip_source):
 
 
 @pytest.fixture(autouse=True)
-def body_connection_closed(page):  # noqa: F811 - the fixture imported above
+def body_connection_closed(page):
     yield
     connections.close_all()
 
@@ -89,7 +89,7 @@ def run_pipeline(page, name: str, collection) -> FilterRun:
 
 
 def test_a_curator_sees_model_stages_not_run_then_registers_a_model_searches_and_reviews_a_cluster(
-    photos_collection, carol_admin, tiny_clip_copied, live_server, browser, page, tmp_path  # noqa: F811
+    photos_collection, carol_admin, tiny_clip_copied, live_server, browser, page, tmp_path
 ):
     collection = photos_collection
     from config.celery import app

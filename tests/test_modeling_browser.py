@@ -28,7 +28,7 @@ from modeling.models import ModelVersion, TrainingRun
 from .curation.release_helpers import add_caption, add_image
 from .curation.test_fluency_filter import make_fluency_campaign, run_pipeline, scramble
 from .modeling.test_captioning import tiny_release
-from .test_browser import CHROMIUM, browser, log_in, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
 
@@ -82,7 +82,7 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
 
 
 def test_a_curator_trains_activates_filters_trains_captioners_compares_and_launches_an_evaluation(
-        setup, live_server, page, shot):  # noqa: F811
+        setup, live_server, page, shot):
     try:
         walk_through(setup, live_server, page, shot)
     finally:
@@ -125,7 +125,7 @@ def metric_rows(page) -> dict:
             for i in range(rows.count())}
 
 
-def walk_through(setup, live_server, page, shot):  # noqa: F811
+def walk_through(setup, live_server, page, shot):
     campaign, release = setup["campaign"], setup["release"]
     log_in(page, live_server, "alice")
     page.click("nav >> text=Models")

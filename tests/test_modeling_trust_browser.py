@@ -19,7 +19,7 @@ from modeling import engine, groups
 from modeling.models import ModelVersion, TrainingRun
 
 from .modeling.test_lr_schedule import GENERATOR  # noqa: F401 - registers test-tiny-generator
-from .test_browser import CHROMIUM, browser, log_in  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
 
@@ -33,7 +33,7 @@ LONG = "captioner transformer, weighted loss, cached CLIP features, seed sweep"
 
 
 @pytest.fixture
-def laptop(browser):  # noqa: F811
+def laptop(browser):
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     page = context.new_page()
     page.set_default_timeout(15_000)

@@ -21,7 +21,7 @@ from annotation.tasks_providers import provider_publish
 
 from .annotation.conftest import make_collection
 from .annotation.fake_mturk import FakeMTurk
-from .test_browser import CHROMIUM, browser  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM
 from .test_pipeline_browser import with_pictures
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -65,7 +65,7 @@ def launched(transactional_db, fake, eager_celery, django_user_model):
     return c
 
 
-def do_hit(browser, live_server, fake, campaign, hit_id, worker_id):  # noqa: F811
+def do_hit(browser, live_server, fake, campaign, hit_id, worker_id):
     context = browser.new_context(viewport={"width": 1100, "height": 850})
     page = context.new_page()
     page.set_default_timeout(15_000)
@@ -90,7 +90,7 @@ def do_hit(browser, live_server, fake, campaign, hit_id, worker_id):  # noqa: F8
     return assignment_id
 
 
-def test_an_mturk_campaign_from_launch_to_payment(launched, fake, live_server, browser):  # noqa: F811
+def test_an_mturk_campaign_from_launch_to_payment(launched, fake, live_server, browser):
     campaign = launched
     jobs = list(ProviderJob.objects.filter(campaign=campaign).order_by("pk"))
     assert [j.status for j in jobs] == ["published", "published"]

@@ -19,7 +19,7 @@ from PIL import Image as PILImage, ImageDraw
 
 from curation.models import FilterDecision, Pipeline
 
-from .test_browser import CHROMIUM, browser, curator, log_in, page, shot  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in, shot
 from .test_pipeline_pages import SCRIPT, STEPS, WORDS, make_collection, make_run
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are safe (see test_browser).
@@ -33,7 +33,7 @@ pytestmark = [
 
 
 @pytest.fixture(autouse=True)
-def body_connection_closed(page):  # noqa: F811 - the fixture imported above
+def body_connection_closed(page):
     """Close the database connection the test's body opened before the browser stops: while
     Playwright's loop runs, Django keeps it in an async-context slot that no later teardown sees, and
     the test database could not be dropped at the end of the session."""
@@ -59,7 +59,7 @@ def with_pictures(collection):
 
 
 @pytest.fixture
-def finished_run(transactional_db, curator):  # noqa: F811 - the fixture imported above
+def finished_run(transactional_db, curator):
     # Made before the browser starts: see the note on the browser fixture in test_browser.py.
     return make_run(with_pictures(make_collection()), user=curator, name="review pipeline")
 
@@ -69,7 +69,7 @@ def count(page, tab: str) -> str:
 
 
 def test_a_curator_reads_the_funnel_overrides_two_decisions_and_sees_a_transformed_caption(
-    finished_run, live_server, page, tmp_path  # noqa: F811
+    finished_run, live_server, page, tmp_path
 ):
     run = finished_run
     dialogs = []
@@ -198,13 +198,13 @@ def celery_for_filter_tasks():
 
 
 @pytest.fixture
-def pipeline_and_collection(transactional_db, curator):  # noqa: F811
+def pipeline_and_collection(transactional_db, curator):
     collection = with_pictures(make_collection("Browser run"))
     return Pipeline.objects.create(name="review steps", steps=STEPS), collection
 
 
 def test_a_curator_starts_a_run_and_watches_the_progress_bar_finish(
-    pipeline_and_collection, live_server, page, tmp_path  # noqa: F811
+    pipeline_and_collection, live_server, page, tmp_path
 ):
     pipeline, collection = pipeline_and_collection
     with celery_for_filter_tasks() as mode:

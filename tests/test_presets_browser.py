@@ -27,9 +27,7 @@ from curation.models import Caption, Collection, FilterDecision, FilterRun, Imag
 from curation.pipeline import registry
 from curation.pipeline.presets import PRESETS
 
-from .test_browser import (  # noqa: F401 - fixtures
-    CHROMIUM, browser, celery_for_the_live_server, curator, log_in, page, shot,
-)
+from .test_browser import CHROMIUM, celery_for_the_live_server, log_in, shot
 from .test_pipeline_browser import celery_for_filter_tasks, count
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls here are safe (see test_browser).
@@ -57,7 +55,7 @@ IMAGES_DECODED = ("() => [...document.querySelectorAll('{sel}')].length > 0 && "
 # --- Helpers ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def body_connection_closed(page):  # noqa: F811 - the fixture imported above
+def body_connection_closed(page):
     """Closes the database connection the test's body opened, before the browser stops: while
     Playwright's loop runs, Django keeps it in an async-context slot that no later teardown sees,
     and the test database could not be dropped at the end of the session."""
@@ -162,7 +160,7 @@ def upload(page, *, collection: str, kind: str, path: Path) -> Collection:
 # --- 1. conceptual-captions on the demo collection -----------------------------------------------
 
 @pytest.fixture
-def demo_collection(transactional_db, curator):  # noqa: F811 - the fixture imported above
+def demo_collection(transactional_db, curator):
     """The demo collection, loaded by the app's own loader (``manage.py demo``), before the browser
     starts. Its import runs inline here (eager), whatever the broker: no worker runs yet."""
     from config.celery import app
@@ -182,7 +180,7 @@ def demo_collection(transactional_db, curator):  # noqa: F811 - the fixture impo
 
 
 def test_conceptual_captions_on_the_demo_collection_funnel_overrides_and_a_hypernymized_caption_with_lineage(
-    demo_collection, live_server, page, body_connection_closed, tmp_path  # noqa: F811
+    demo_collection, live_server, page, body_connection_closed, tmp_path
 ):
     collection = demo_collection
     with celery_for_filter_tasks() as mode:
@@ -295,7 +293,7 @@ def zip_of_the_folder(folder: Path, archive: Path) -> dict[str, str]:
 
 
 def test_conceptual_captions_on_a_folder_of_real_photographs(
-    curator, live_server, page, body_connection_closed, tmp_path  # noqa: F811
+    curator, live_server, page, body_connection_closed, tmp_path
 ):
     if not REAL_PHOTOS.is_dir():
         pytest.skip(f"the real photographs are not at {REAL_PHOTOS} (../shared is absent)")
@@ -403,7 +401,7 @@ def comment_dump(path: Path) -> list[tuple[str, str]]:
 
 
 def test_ava_captions_on_a_comment_collection(
-    curator, live_server, page, body_connection_closed, tmp_path  # noqa: F811
+    curator, live_server, page, body_connection_closed, tmp_path
 ):
     rows = comment_dump(tmp_path / "ava-comments.txt")
     images = {image for image, _ in rows}

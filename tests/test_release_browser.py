@@ -16,7 +16,7 @@ from captionlab import roles
 from releases.models import Release, ReleaseExport
 
 from .curation.test_release_services import FORMATS, make_collection, make_quality_campaign
-from .test_browser import CHROMIUM, browser, log_in, page  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
 
@@ -39,7 +39,7 @@ def setup(transactional_db, django_user_model, settings, eager_celery):
 
 
 def test_an_admin_freezes_a_release_with_a_verified_test_split_exports_every_format_and_downloads(
-        setup, live_server, page, tmp_path, shot):  # noqa: F811
+        setup, live_server, page, tmp_path, shot):
     try:
         walk_through(setup, live_server, page, tmp_path, shot)
     finally:
@@ -48,7 +48,7 @@ def test_an_admin_freezes_a_release_with_a_verified_test_split_exports_every_for
         connections.close_all()
 
 
-def walk_through(setup, live_server, page, tmp_path, shot):  # noqa: F811
+def walk_through(setup, live_server, page, tmp_path, shot):
     collection, campaign = setup
     log_in(page, live_server, "carol")
     page.click("nav >> text=Releases")

@@ -15,7 +15,7 @@ from annotation.models import Vote
 
 from .annotation.test_verify_rewrites import CASTLE, GIZA
 from .curation.release_helpers import news_desk, review_guesses_run
-from .test_browser import CHROMIUM, annotator, browser, curator, log_in  # noqa: F401 - fixtures
+from .test_browser import CHROMIUM, log_in
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # see test_browser.py
 
@@ -30,7 +30,7 @@ CAPTIONS = [GIZA, CASTLE, "A woman walks her dog along the river in autumn."]
 
 
 @pytest.fixture
-def verify_campaign(transactional_db, curator, annotator):  # noqa: F811 - the fixtures imported above
+def verify_campaign(transactional_db, curator, annotator):
     run = review_guesses_run(news_desk(CAPTIONS, seed0=90, prefix="desk"))
     return services.campaign_create(
         name="Verify the guesses", kind="verify_rewrite", user=curator, members=[annotator], status="running",
@@ -38,7 +38,7 @@ def verify_campaign(transactional_db, curator, annotator):  # noqa: F811 - the f
                                      "reason": "uncertain_rewrite"})
 
 
-def test_fix_and_keep_with_the_keyboard(verify_campaign, live_server, browser, tmp_path):  # noqa: F811
+def test_fix_and_keep_with_the_keyboard(verify_campaign, live_server, browser, tmp_path):
     assert verify_campaign.tasks.count() >= 2, "the captions should give at least two uncertain rewrites"
     folder = tmp_path / "screens"
     folder.mkdir()

@@ -4,9 +4,13 @@ import pytest
 from django.contrib.auth.models import Group
 
 from annotation import services
+from annotation.models import Campaign, ProviderJob
 from annotation.routing import worker_for_user
+from annotation.tasks_providers import provider_publish
 from captionlab import roles
 from curation.models import Caption, Collection, Image
+
+from .fake_mturk import FakeMTurk
 
 # Alt-texts from seed 002 (Conceptual Captions, Table 1 / Figure 1) and comments from seed 000.
 TEXTS = [
@@ -79,3 +83,47 @@ def verifiers(django_user_model):
 def no_broker(monkeypatch):
     """Aggregation is not scheduled on a broker: the test aggregates when it wants to."""
     monkeypatch.setattr("annotation.tasks.schedule_aggregation", lambda campaign_id: None)
+
+
+# The MTurk tests' fixtures (test_mturk_sync.py, test_mturk_pages.py, test_mturk_frame.py, test_quality_rules.py):
+# the local MTurk server, an MTurk campaign of four tasks, and that campaign published.
+
+
+@pytest.fixture
+def fake(settings, monkeypatch):
+    server = FakeMTurk().start()
+    settings.MTURK_ENDPOINT_URL = server.url
+    settings.MTURK_BACKOFF_SECONDS = 0.001
+    settings.PUBLIC_BASE_URL = "https://captions.example.org"
+    settings.MTURK_ALLOW_LOCAL_SUBMIT = True
+    settings.PROVIDER_CONFIRM_GRACE_SECONDS = 0
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    yield server
+    server.stop()
+
+
+
+@pytest.fixture
+def campaign(make_campaign):
+    c = make_campaign("fluency", status="draft")
+    keep = list(c.tasks.order_by("position").values_list("pk", flat=True)[:4])
+    c.tasks.exclude(pk__in=keep).delete()
+    c.tasks.update(votes_required=1)
+    Campaign.objects.filter(pk=c.pk).update(
+        backend="mturk", reward_cents=10, budget_cents=1000, votes_per_item=1,
+        provider_config={"tasks_per_assignment": 2, "max_assignments": 2,
+                         "qualifications": {"approval_rate": 95, "locales": ["US"]},
+                         "review": {"min_seconds_per_task": 1, "bonus_cents": 5, "approve_feedback": "Thank you!",
+                                    "reject_feedback": "Too fast."}})
+    c.refresh_from_db()
+    return c
+
+
+
+@pytest.fixture
+def published(campaign, fake, eager_celery):
+    assert provider_publish.delay(campaign.pk).get()["state"] == "done"
+    campaign.refresh_from_db()
+    return campaign, ProviderJob.objects.filter(campaign=campaign).order_by("pk").first()

@@ -15,7 +15,7 @@ from annotation.models import Campaign, GoldAnswer, Membership, Task, Vote
 from annotation.routing import next_task, submit_vote, worker_for_user
 from curation.models import Caption, FilterDecision, FilterRun
 
-from .conftest import make_annotators, make_collection
+from .conftest import make_annotators
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 import pytest
 from django.utils import timezone
 
-from annotation.models import Assignment, Campaign, LedgerEntry, Vote, Worker
+from annotation.models import Assignment, LedgerEntry, Vote, Worker
 from annotation.providers import money
 from annotation.providers.base import ProviderError
 

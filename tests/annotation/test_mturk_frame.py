@@ -1,21 +1,17 @@
 """Inside MTurk's frame the platform is a third party: the cookies its framable pages set carry
 SameSite=None; Secure, or the browser would drop the session between the entry page and the work
 page. Every other page keeps SameSite=Lax. Replayed MTurk ids from another browser are refused."""
-import pytest
 from django.test import Client
 from django.urls import reverse
 
-from .test_mturk_pages import published  # noqa: F401 - fixture
-from .test_mturk_sync import campaign, fake  # noqa: F401 - fixtures
 
-
-def _entry(client, campaign, job, fake, worker="AFRAMEWORKER"):  # noqa: F811
+def _entry(client, campaign, job, fake, worker="AFRAMEWORKER"):
     assignment_id = fake.accept(job.external_id, worker)
     params = {"assignmentId": assignment_id, "hitId": job.external_id, "workerId": worker, "turkSubmitTo": fake.url}
     return client.get(reverse("mturk-task", args=[campaign.pk]), params), params
 
 
-def test_the_framed_entry_sets_a_session_cookie_a_third_party_frame_keeps(published, fake):  # noqa: F811
+def test_the_framed_entry_sets_a_session_cookie_a_third_party_frame_keeps(published, fake):
     campaign, job = published
     client = Client()
     response, _params = _entry(client, campaign, job, fake)
@@ -36,7 +32,7 @@ def test_ordinary_pages_keep_lax_cookies(alice, client):
     assert response.cookies["sessionid"]["samesite"] == "Lax"
 
 
-def test_mturk_ids_replayed_from_another_browser_are_refused(published, fake):  # noqa: F811
+def test_mturk_ids_replayed_from_another_browser_are_refused(published, fake):
     campaign, job = published
     first = Client()
     response, params = _entry(first, campaign, job, fake, worker="AREPLAYED")

@@ -5,18 +5,8 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation import routing
-from annotation.models import Assignment, Campaign, ProviderJob
-from annotation.tasks_providers import provider_publish
+from annotation.models import Assignment, Campaign
 from annotation.providers.mturk.frame import valid_submit_to
-
-from .test_mturk_sync import campaign, fake  # noqa: F401 - fixtures
-
-
-@pytest.fixture
-def published(campaign, fake, eager_celery):  # noqa: F811
-    assert provider_publish.delay(campaign.pk).get()["state"] == "done"
-    campaign.refresh_from_db()
-    return campaign, ProviderJob.objects.filter(campaign=campaign).order_by("pk").first()
 
 
 def test_preview_shows_an_example_and_refuses_a_submission(published):
@@ -43,7 +33,7 @@ def test_preview_shows_an_example_and_refuses_a_submission(published):
     ({"workerId": "<script>"}, 400, b"needs MTurk&#x27;s workerId"),
     ({"workerId": ""}, 400, b"needs MTurk&#x27;s workerId"),
 ])
-def test_bad_ids_and_submit_addresses_record_nothing(published, fake, params, status, message):  # noqa: F811
+def test_bad_ids_and_submit_addresses_record_nothing(published, fake, params, status, message):
     campaign, job = published
     query = {"assignmentId": "3ASSIGNMENT", "hitId": job.external_id, "workerId": "AW1", "turkSubmitTo": fake.url,
              **params}
@@ -64,7 +54,7 @@ def test_submit_addresses(settings):
     assert valid_submit_to("http://example.com") is None
 
 
-def test_finish_posts_to_turk_submit_to_and_a_replay_is_harmless(published, fake):  # noqa: F811
+def test_finish_posts_to_turk_submit_to_and_a_replay_is_harmless(published, fake):
     campaign, job = published
     client = Client()
     assignment_id = fake.accept(job.external_id, "AWORKER")

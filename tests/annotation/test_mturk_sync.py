@@ -24,39 +24,6 @@ from annotation.providers.mturk import MTurkProvider
 from annotation.providers.sync import sync_campaign
 from annotation.tasks_providers import provider_publish
 
-from .fake_mturk import FakeMTurk
-
-
-@pytest.fixture
-def fake(settings, monkeypatch):
-    server = FakeMTurk().start()
-    settings.MTURK_ENDPOINT_URL = server.url
-    settings.MTURK_BACKOFF_SECONDS = 0.001
-    settings.PUBLIC_BASE_URL = "https://captions.example.org"
-    settings.MTURK_ALLOW_LOCAL_SUBMIT = True
-    settings.PROVIDER_CONFIRM_GRACE_SECONDS = 0
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def campaign(make_campaign):
-    c = make_campaign("fluency", status="draft")
-    keep = list(c.tasks.order_by("position").values_list("pk", flat=True)[:4])
-    c.tasks.exclude(pk__in=keep).delete()
-    c.tasks.update(votes_required=1)
-    Campaign.objects.filter(pk=c.pk).update(
-        backend="mturk", reward_cents=10, budget_cents=1000, votes_per_item=1,
-        provider_config={"tasks_per_assignment": 2, "max_assignments": 2,
-                         "qualifications": {"approval_rate": 95, "locales": ["US"]},
-                         "review": {"min_seconds_per_task": 1, "bonus_cents": 5, "approve_feedback": "Thank you!",
-                                    "reject_feedback": "Too fast."}})
-    c.refresh_from_db()
-    return c
-
 
 def open_hit(campaign, fake, hit_id, worker_id, assignment_id=None):
     """The worker's browser opens the ExternalQuestion page after accepting the HIT."""

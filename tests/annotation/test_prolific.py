@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Assignment, LedgerEntry
-from annotation.providers import linkout, linkout_files, money
+from annotation.providers import linkout_files, money
 from annotation.providers.base import ProviderError
 from annotation.providers.prolific import ProlificClient
 

@@ -24,7 +24,7 @@ from annotation.services import set_gold
 from annotation.tasks_providers import provider_publish
 
 from .conftest import make_annotators
-from .test_mturk_sync import fake, finish, open_hit  # noqa: F401  (fake: the local MTurk server fixture)
+from .test_mturk_sync import finish, open_hit
 
 pytestmark = pytest.mark.django_db
 
@@ -191,7 +191,7 @@ def wrong_gold(campaign, assignment):
                         value={"label": "fluent"}, correct=False, seconds=4)
 
 
-def test_the_mturk_sync_never_approves_or_pays_a_worker_it_blocks(turk_campaign, fake, eager_celery):  # noqa: F811
+def test_the_mturk_sync_never_approves_or_pays_a_worker_it_blocks(turk_campaign, fake, eager_celery):
     assert provider_publish.delay(turk_campaign.pk).get()["state"] == "done"
     hit1, hit2 = ProviderJob.objects.filter(campaign=turk_campaign).order_by("pk").values_list("external_id",
                                                                                                  flat=True)
@@ -229,7 +229,7 @@ def test_the_mturk_sync_never_approves_or_pays_a_worker_it_blocks(turk_campaign,
     assert refused.value.code == "worker_blocked" and fake.count("ApproveAssignment") == 1
 
 
-def test_the_sync_holds_a_spammers_earlier_assignment_too(turk_campaign, fake, eager_celery):  # noqa: F811
+def test_the_sync_holds_a_spammers_earlier_assignment_too(turk_campaign, fake, eager_celery):
     """The assignment that looks fine comes first; the one that blocks her comes after it."""
     provider_publish.delay(turk_campaign.pk).get()
     hit1, hit2 = ProviderJob.objects.filter(campaign=turk_campaign).order_by("pk").values_list("external_id",
@@ -246,7 +246,7 @@ def test_the_sync_holds_a_spammers_earlier_assignment_too(turk_campaign, fake, e
     assert Assignment.objects.get(pk=first.pk).state == "submitted"
 
 
-def test_the_sync_applies_the_campaign_wide_gold_rule(turk_campaign, fake, eager_celery):  # noqa: F811
+def test_the_sync_applies_the_campaign_wide_gold_rule(turk_campaign, fake, eager_celery):
     """Gold answers spread over assignments: the membership's figures block her, before any approval."""
     provider_publish.delay(turk_campaign.pk).get()
     hit1 = ProviderJob.objects.filter(campaign=turk_campaign).order_by("pk").first().external_id

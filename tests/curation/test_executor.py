@@ -2,7 +2,7 @@
 run-level steps, the funnel and overrides. Uses small test filters so it does not depend on spaCy."""
 import pytest
 
-from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline, RunChunk
+from curation.models import Caption, FilterDecision, FilterRun, Image, Pipeline, RunChunk
 from curation.pipeline import executor, registry
 from curation.pipeline.executor import chunks
 from curation.pipeline.base import Decision, Filter, drop, keep
@@ -66,21 +66,6 @@ for cls in (WideEnough, StripStock, NoBadWords, OnePerImage, Shorten):
 
 STEPS = [{"filter": "test_wide_enough"}, {"filter": "test_strip_stock"}, {"filter": "test_no_bad_words"},
          {"filter": "test_one_per_image"}]
-
-
-@pytest.fixture
-def collection():
-    collection = Collection.objects.create(name="exec")
-    for i, (width, texts) in enumerate([
-        (300, ["stock photo a dog on a beach", "a dog"]),
-        (50, ["a narrow picture"]),
-        (300, ["a bad caption", "a good caption"]),
-    ]):
-        image = Image.objects.create(collection=collection, external_id=f"i{i}", width=width, height=200, format="JPEG",
-                                     sha256=f"{i}" * 64, status="ready")
-        for text in texts:
-            Caption.objects.create(image=image, text=text, origin="alt_text")
-    return collection
 
 
 def run_it(collection, steps=STEPS, chunk=2, monkeypatch=None):

@@ -11,7 +11,6 @@ import random
 import pytest
 
 from annotation import services
-from annotation.aggregation import aggregate_campaign
 from annotation.models import Task, Vote
 from annotation.routing import worker_for_user
 from curation.models import Caption, Collection, Image

@@ -11,7 +11,7 @@ from curation.pipeline.executor import funnel
 from curation.services import decision_override, run_create
 
 from ..conftest import REQUIRE_SERVICES
-from .test_executor import STEPS, collection  # noqa: F401 - the fixture, and the test filters registered
+from .test_executor import STEPS  # also registers the test filters
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +56,7 @@ def _assert_done_counting_the_override(run, compute_funnel):
     assert {row["filter"]: (row["kept"], row["dropped"]) for row in run.funnel}["test_wide_enough"] == (3, 0)
 
 
-def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funnel(collection, monkeypatch, alice):  # noqa: F811
+def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funnel(collection, monkeypatch, alice):
     run, second, narrow = _first_chunk_done(collection, monkeypatch, "race")
 
     # Hold finalise between counting the funnel and saving it, while the override is made: the window in
@@ -89,7 +89,7 @@ def test_an_override_saved_while_the_last_chunk_finalises_the_run_is_in_its_funn
     _assert_done_counting_the_override(run, executor.compute_funnel)
 
 
-def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, monkeypatch, alice):  # noqa: F811
+def test_finalise_waits_for_an_override_being_saved_and_recounts(collection, monkeypatch, alice):
     run, second, narrow = _first_chunk_done(collection, monkeypatch, "race2")
 
     # Hold the override inside its transaction (its review made, not committed) while the run finalises.

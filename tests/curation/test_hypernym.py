@@ -286,7 +286,6 @@ def test_captions_with_an_entity_type_rarer_than_the_minimum_are_dropped_over_th
 @pytest.mark.django_db
 def test_through_the_executor_the_hypernymized_caption_is_a_child_and_rare_types_drop(monkeypatch, alice_client):
     from curation.models import Caption, Collection, FilterDecision, Image
-    from curation.pipeline import executor
 
     collection = Collection.objects.create(name="alt-text")
     texts = [TABLE_1_PREMIERE, "Tom Hanks and Meryl Streep attend the premiere of 'The Post' at the 45th Cannes "

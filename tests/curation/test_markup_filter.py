@@ -4,7 +4,7 @@ plain texts whose "<" or "&" is no markup. Each graded string has its exact clea
 import pytest
 
 from curation.models import Caption, Collection, FilterDecision, FilterRun, Image, Pipeline
-from curation.pipeline import executor, registry
+from curation.pipeline import registry
 from curation.pipeline.base import DROP, KEEP, Item
 from curation.pipeline.presets import PRESETS
 from curation.pipeline.text_filters.markup import MAX_TAGS_LISTED

@@ -11,7 +11,6 @@ from curation.models import Caption, Collection, FilterDecision, FilterRun, Imag
 from curation.pipeline import executor
 from curation.services import run_create
 from tests.curation.test_presets import CC_ALT_TEXTS, run_preset
-from tests.modeling.test_encoders_offline import no_outside_network  # noqa: F401 - the guard, as a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +39,7 @@ def run_steps(collection, steps: list[dict]) -> FilterRun:
     return run
 
 
-def test_the_model_filters_run_with_outside_sockets_blocked(tiny_clip, collection, no_outside_network):  # noqa: F811
+def test_the_model_filters_run_with_outside_sockets_blocked(tiny_clip, collection, no_outside_network):
     preset = run_preset(collection, "conceptual-captions", unsafe_content={"max_unsafe": 1.0})
     assert preset.status == FilterRun.Status.DONE, preset.error
     assert FilterDecision.objects.filter(run=preset, filter_name="image_labels", reason="labelled").count() == 4

@@ -2,7 +2,6 @@
 import csv
 
 import pytest
-from django.core.files.base import ContentFile
 
 from curation.models import Caption, CaptionSeed, Collection, FilterDecision, FilterRun, Image, ImageTopics, RunChunk
 from curation.pipeline import executor

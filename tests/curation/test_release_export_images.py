@@ -26,38 +26,11 @@ from releases.formats.images import BLOCK
 from releases.freeze import freeze
 from releases.models import ReleaseItem
 
-from .release_helpers import add_caption, add_image, cc_collection, image_bytes, make_release
+from .release_helpers import add_caption, add_image, image_bytes, make_release
 
 pytestmark = pytest.mark.django_db
 
 ANNOTATED = ("coco", "karpathy", "jsonl", "csv", "parquet")
-# Real-looking captions of a small stock-photo collection (written for these tests).
-CAPTIONS = [
-    "a cyclist crosses a stone bridge over the canal at dawn",
-    "fresh loaves of bread cooling on a bakery shelf",
-    "two kayakers paddle along a misty lake shore",
-    "an old lighthouse on a rocky headland under grey clouds",
-    "a child feeds ducks at the edge of a city pond",
-    "market stall with baskets of red and yellow peppers",
-    "a tram waits at a snowy stop in the evening",
-]
-
-
-@pytest.fixture
-def release(db):
-    """Seven images (PNG and JPEG, two captions on some), one of them also in a second split."""
-    collection, images = cc_collection("stock", n_images=0)
-    for i, text in enumerate(CAPTIONS):
-        image = add_image(collection, seed=300 + i, fmt="JPEG" if i % 2 else "PNG", external_id=f"stock-{i}")
-        add_caption(image, text)
-        if i % 3 == 0:
-            add_caption(image, text.replace(" a ", " one ", 1) + " (photo)")
-    rel = make_release("stock-v1", collections=[collection.pk], splits={"train": 0.6, "val": 0.2, "test": 0.2},
-                       seed=2)
-    freeze(rel)
-    return rel
-
-
 def items(release):
     return list(ReleaseItem.objects.filter(release=release).order_by("position"))
 

@@ -21,7 +21,6 @@ from releases.verify import run_verify
 
 from .helpers import run_import
 from .release_helpers import image_bytes
-from .test_release_export_images import release  # noqa: F401 - the seven-photo stock release
 from .test_release_services import export_now
 
 pytestmark = pytest.mark.django_db
@@ -42,11 +41,11 @@ def hashed(monkeypatch):
     return count
 
 
-def images_of(release):  # noqa: F811
+def images_of(release):
     return list(Image.objects.filter(pk__in=release.items.values("image_id")).order_by("pk"))
 
 
-def test_the_first_export_hashes_and_records_then_the_next_trusts(release, tmp_path, hashed):  # noqa: F811
+def test_the_first_export_hashes_and_records_then_the_next_trusts(release, tmp_path, hashed):
     photos = images_of(release)
     assert all(p.file_stat == "" for p in photos)  # made without an import: nothing known yet
     first = write("jsonl", release, tmp_path / "a", {})
@@ -61,7 +60,7 @@ def test_the_first_export_hashes_and_records_then_the_next_trusts(release, tmp_p
 
 
 @pytest.mark.parametrize("change", ["rewrite", "same_size_and_mtime", "replace_file"])
-def test_a_file_changed_after_its_token_was_recorded_is_hashed_and_fails(release, tmp_path, change):  # noqa: F811
+def test_a_file_changed_after_its_token_was_recorded_is_hashed_and_fails(release, tmp_path, change):
     write("jsonl", release, tmp_path / "a", {})  # tokens recorded
     victim = images_of(release)[3]
     path = default_storage.path(victim.file.name)
@@ -103,7 +102,7 @@ def test_an_import_records_the_token_of_the_file_it_writes(db, tmp_path):
     assert all(i.file_stat and i.file_stat == file_stat.of_stored(i.file.name) for i in stored)
 
 
-def test_verify_hashes_every_image_even_where_the_token_matches(release):  # noqa: F811
+def test_verify_hashes_every_image_even_where_the_token_matches(release):
     """Bytes that change under an unchanged stat (bit rot) pass the export's quick check: the
     re-export and verify action hashes everything and names the image."""
     export = export_now(release, "jsonl", {})

@@ -23,13 +23,12 @@ from pack.models import EmbeddingJob, ImageEmbedding, TextEmbedding
 
 from ..conftest import REQUIRE_SERVICES
 from .pack_helpers import photo_collection
-from .test_encoders_offline import no_outside_network  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_collection_of_real_photos_is_embedded_once_and_a_broken_file_is_reported(
-        tiny_clip, shared_photos, no_outside_network):  # noqa: F811
+        tiny_clip, shared_photos, no_outside_network):
     collection = photo_collection(shared_photos, broken=1)
     job = jobs.job_create(collection=collection, model="tiny-clip")
     lines = []

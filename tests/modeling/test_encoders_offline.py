@@ -9,43 +9,7 @@ import pytest
 
 from modeling import encoders
 from modeling.trainers.base import TrainingError
-
-
-class OutsideConnection(AssertionError):
-    pass
-
-
-def _loopback(address) -> bool:
-    host = address[0] if isinstance(address, tuple) else address
-    return isinstance(host, str) and (host.startswith("127.") or host in ("::1", "localhost"))
-
-
-@pytest.fixture
-def no_outside_network(monkeypatch):
-    """Any connect() to an address that is not loopback fails the test (DNS lookups too)."""
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    attempts = []
-
-    def guard(real):
-        def connect(self, address):
-            if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
-                attempts.append(address)
-                raise OutsideConnection(f"outside connection to {address!r}")
-            return real(self, address)
-        return connect
-
-    def no_lookup(host, *args, **kwargs):
-        if not _loopback((host,)):
-            attempts.append(host)
-            raise OutsideConnection(f"DNS lookup of {host!r}")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    real_getaddrinfo = socket.getaddrinfo
-    monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
-    monkeypatch.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
-    monkeypatch.setattr(socket, "getaddrinfo", no_lookup)
-    yield attempts
-    assert not attempts, f"outside connections attempted: {attempts}"
+from tests.network_guard import OutsideConnection
 
 
 def test_the_guard_catches_an_outside_connection_and_a_lookup(no_outside_network):

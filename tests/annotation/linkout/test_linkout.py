@@ -7,33 +7,17 @@ import re
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
-from PIL import Image as PILImage
 from django.test import Client
 from django.urls import reverse
+from PIL import Image as PILImage
 
-from annotation.models import Assignment, Campaign, LedgerEntry, Task, Vote
+from annotation.models import Assignment, LedgerEntry, Vote
 from annotation.providers import money
-from annotation.services import set_gold
 from curation.models import Image
 
+from .conftest import URL
+
 pytestmark = pytest.mark.django_db
-
-CONSENT = "You agree that your **ratings** are stored with your participant id."
-URL = "https://app.prolific.com/submissions/complete?cc={code}"
-
-
-@pytest.fixture
-def campaign(make_campaign, settings):
-    settings.LINKOUT_FEE_RATE = 0.5
-    c = make_campaign("fluency", backend="linkout", status="draft", votes_per_item=2, reward_cents=150,
-                      budget_cents=1000, name="Prolific fluency")
-    c.provider_config = {"consent": CONSENT, "completion_code": "C0DE1234", "completion_url": URL, "places": 3,
-                         "tasks_per_assignment": 3}
-    c.save()
-    training = c.tasks.order_by("position").first()
-    set_gold(training, role=Task.Role.TRAINING, value="fluent", feedback="A plain, correct sentence.")
-    return c
-
 
 def launch(alice_client, campaign):
     response = alice_client.post(reverse("provider-action", args=[campaign.pk, "launch"]))

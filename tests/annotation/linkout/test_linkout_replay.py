@@ -8,12 +8,12 @@ from django.test import Client
 
 from annotation.models import Assignment
 
-from .test_linkout import campaign, launch, start_url  # noqa: F401 - fixtures and helpers
+from .test_linkout import launch, start_url
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_same_participant_id_replayed_from_another_browser_is_refused(campaign, alice_client):  # noqa: F811
+def test_the_same_participant_id_replayed_from_another_browser_is_refused(campaign, alice_client):
     campaign = launch(alice_client, campaign)
     first = Client()
     assert first.get(start_url(campaign, PROLIFIC_PID="pid4711", STUDY_ID="STUDY1", SESSION_ID="S1")).status_code == 302
