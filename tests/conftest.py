@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 
 from captionlab import roles
 from tests.browser_helpers import CHROMIUM, CHROMIUM_ARGS, make_user
-from tests.network_guard import OutsideConnection, _loopback
+from tests.network_guard import OutsideConnection, loopback
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_PHOTOS = SHARED / "data" / "openimages-cc-by"
@@ -206,14 +206,14 @@ def no_outside_network(monkeypatch):
 
     def guard(real):
         def connect(self, address):
-            if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+            if self.family in (socket.AF_INET, socket.AF_INET6) and not loopback(address):
                 attempts.append(address)
                 raise OutsideConnection(f"outside connection to {address!r}")
             return real(self, address)
         return connect
 
     def no_lookup(host, *args, **kwargs):
-        if not _loopback((host,)):
+        if not loopback((host,)):
             attempts.append(host)
             raise OutsideConnection(f"DNS lookup of {host!r}")
         return real_getaddrinfo(host, *args, **kwargs)

@@ -5,6 +5,6 @@ class OutsideConnection(AssertionError):
     pass
 
 
-def _loopback(address) -> bool:
+def loopback(address) -> bool:
     host = address[0] if isinstance(address, tuple) else address
     return isinstance(host, str) and (host.startswith("127.") or host in ("::1", "localhost"))

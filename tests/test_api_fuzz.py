@@ -3,9 +3,9 @@ schema allows may end in a 5xx, and every response must match what the schema do
 code, content type, body). Bounded: a few examples per operation, a few hundred in all."""
 import pytest
 import schemathesis
-from schemathesis import checks
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
+from schemathesis import checks
 
 from curation.models import Caption, Collection, Image
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
-from PIL import Image as PILImage, ImageDraw
-
+from PIL import Image as PILImage
+from PIL import ImageDraw
 
 from .browser_helpers import CHROMIUM, make_user
 

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.files.base import ContentFile
 from django.db import connections
-from PIL import Image as PILImage, ImageDraw
+from PIL import Image as PILImage
+from PIL import ImageDraw
 
 from curation.models import FilterDecision, Pipeline
 

@@ -128,7 +128,7 @@ def execute(run: FilterRun) -> FilterRun:
     for chunk in RunChunk.objects.filter(run=run).order_by("index"):
         try:
             executor.run_chunk(run.pk, chunk.index)
-        except Exception as exc:  # what the task does once its retries are spent
+        except Exception as exc:  # what the task does once its retries are spent  # noqa: BLE001
             executor.chunk_failed(run.pk, chunk.index, f"{type(exc).__name__}: {exc}")
     run.refresh_from_db()
     return run

@@ -11,7 +11,8 @@ from kombu.exceptions import OperationalError
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import routing, tasks as annotation_tasks
+from annotation import routing
+from annotation import tasks as annotation_tasks
 from annotation.models import Aggregate, Campaign, Membership, Reservation, Task, Vote, VoteEdit
 from annotation.routing import RoutingError, next_task, submit_vote, worker_for_user
 from annotation.services import set_gold

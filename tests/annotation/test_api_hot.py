@@ -228,7 +228,7 @@ def _steady_counts(campaign, user):
 def _statements(ctx) -> int:
     """Statements sent, less the savepoints the test's own transaction adds around atomic blocks
     (in production they are BEGIN and COMMIT, or nothing for a single statement)."""
-    return sum(1 for q in ctx.captured_queries if not q["sql"].split(" ", 1)[0] in ("SAVEPOINT", "RELEASE"))
+    return sum(1 for q in ctx.captured_queries if q["sql"].split(" ", 1)[0] not in ("SAVEPOINT", "RELEASE"))
 
 
 def test_queries_per_fetch_and_vote_are_few_and_independent_of_size(make_campaign, django_user_model, settings):

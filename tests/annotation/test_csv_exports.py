@@ -14,6 +14,7 @@ from django.urls import reverse
 from annotation import batch_csv
 from annotation.models import Aggregate, Assignment, Vote
 from captionlab.csv_safe import RISKY, neutralise, to_text
+
 from .conftest import make_collection
 from .test_batch_csv import batch, photos, row
 

@@ -1,7 +1,8 @@
 """Every MTurk call the provider makes, checked by botocore's Stubber against the MTurk service
 model shipped in botocore (operation names, parameter names, types and required fields), with the
 exact parameters the provider must send."""
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 import boto3
 import pytest

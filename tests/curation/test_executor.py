@@ -4,8 +4,8 @@ import pytest
 
 from curation.models import Caption, FilterDecision, FilterRun, Image, Pipeline, RunChunk
 from curation.pipeline import executor, registry
-from curation.pipeline.executor import chunks
 from curation.pipeline.base import Decision, Filter, drop, keep
+from curation.pipeline.executor import chunks
 from curation.services import decision_override, run_create
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +77,7 @@ def run_it(collection, steps=STEPS, chunk=2, monkeypatch=None):
     for chunk_row in RunChunk.objects.filter(run=run):
         try:
             executor.run_chunk(run.pk, chunk_row.index)
-        except Exception as exc:  # what the task does after its retries
+        except Exception as exc:  # what the task does after its retries  # noqa: BLE001
             executor.chunk_failed(run.pk, chunk_row.index, str(exc))
     run.refresh_from_db()
     return run
@@ -234,7 +234,7 @@ def test_a_run_has_decisions_about_images_through_their_own_rows_or_their_captio
     assert not chunks.has_decisions(run, [])
 
 
-def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the_funnel_chains(  # noqa: PLR0915
+def test_captions_of_images_a_run_level_step_drops_leave_the_later_steps_and_the_funnel_chains(
         collection, monkeypatch, alice, client):
     """The chunks decide the caption steps before the run's duplicate-image step runs over the whole
     run; the captions of the duplicate it drops never reached those steps in the pipeline's order, so

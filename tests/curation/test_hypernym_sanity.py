@@ -98,9 +98,9 @@ def test_a_rewrite_whose_structure_broke_is_dropped_as_inconsistent():
     """The rewrite check itself, on a rewrite where a hypernym lands next to a noun that it does not modify."""
     flt = Hypernymize()
     item = nlp.items_for_texts(["A Labrador sleeps."], flt.needs)[0]
+    from curation.pipeline.hypernym.detect import Mention
     from curation.pipeline.hypernym.rewrite import Rewrite
     from curation.pipeline.hypernym.units import Unit
-    from curation.pipeline.hypernym.detect import Mention
 
     rw = Rewrite(item.doc, flt.params, flt.prepared)
     rw.run()

@@ -16,8 +16,17 @@ from curation.models import Collection, Image
 from curation.pipeline import registry
 from curation.pipeline.base import DROP, KEEP, NA, Item
 from curation.pipeline.image_filters import (
-    AspectRatio, Decodable, ExactDuplicate, ImageFormat, ImageSize, NearDuplicate, NoOpChecker,
-    UnsafeContent, UnsafeContentChecker, hamming, phash_file,
+    AspectRatio,
+    Decodable,
+    ExactDuplicate,
+    ImageFormat,
+    ImageSize,
+    NearDuplicate,
+    NoOpChecker,
+    UnsafeContent,
+    UnsafeContentChecker,
+    hamming,
+    phash_file,
 )
 from curation.pipeline.phash_groups import HashIndex
 

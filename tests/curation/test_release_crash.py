@@ -20,12 +20,12 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import connection
 
-from releases.models import ReleaseExport
 from releases import formats, publish, services
+from releases.models import ReleaseExport
 
 from ..conftest import REQUIRE_SERVICES
-from .test_release_services import frozen_release, make_collection
 from .helpers import wait_until
+from .test_release_services import frozen_release, make_collection
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("REDIS_URL", "")

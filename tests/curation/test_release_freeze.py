@@ -10,15 +10,26 @@ from django.core.files.storage import default_storage
 from PIL import Image as PILImage
 
 from curation.models import Caption, FilterDecision, Image, Review
-from releases.models import Release, ReleaseItem
 from releases import ReleaseError
 from releases.card import dataset_card, md
 from releases.freeze import freeze, validate_config
+from releases.models import Release, ReleaseItem
 from releases.provenance import content_hash
 from releases.splits import quotas
 
-from .release_helpers import (CC_EXTRA, CC_PAIRS, add_caption, add_image, cc_collection, decide, finished_run,
-                              image_bytes, make_release, rating_campaign, transformed)
+from .release_helpers import (
+    CC_EXTRA,
+    CC_PAIRS,
+    add_caption,
+    add_image,
+    cc_collection,
+    decide,
+    finished_run,
+    image_bytes,
+    make_release,
+    rating_campaign,
+    transformed,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -6,10 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from curation.models import Caption
-from releases.models import Release, ReleaseItem
 from releases.freeze import freeze, validate_config
+from releases.models import Release, ReleaseItem
 
-from .release_helpers import add_caption, cc_collection, make_release, transformed, finished_run
+from .release_helpers import add_caption, cc_collection, finished_run, make_release, transformed
 
 pytestmark = pytest.mark.django_db
 

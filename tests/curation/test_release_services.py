@@ -11,12 +11,13 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from PIL import Image as PILImage, ImageDraw
+from PIL import Image as PILImage
+from PIL import ImageDraw
 
 from annotation.models import Aggregate, Campaign, Task, Vote, Worker
 from curation.models import Caption, Collection, Image
-from releases.models import Release, ReleaseExport, ReleaseItem
 from releases import ReleaseError, publish, services
+from releases.models import Release, ReleaseExport, ReleaseItem
 
 FORMATS = ("coco", "karpathy", "jsonl", "csv", "parquet", "webdataset")
 

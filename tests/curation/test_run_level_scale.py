@@ -33,7 +33,7 @@ def _collection(name: str, images: int) -> Collection:
                                      status="ready") for i in range(images)], batch_size=5000)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {Caption._meta.db_table} (image_id, text, text_hash, language, origin, source, external_id, "
+            f"INSERT INTO {Caption._meta.db_table} (image_id, text, text_hash, language, origin, source, external_id, "  # noqa: S608
             "metadata, created_at) "
             "SELECT i.id, 'A gull over the harbour wall at low tide, frame ' || i.id || '.' || k, "
             "md5(i.id || '.' || k), 'en', 'alt_text', '', '', '{}'::jsonb, now() "
@@ -136,7 +136,7 @@ def _themed_collection(name: str, images: int) -> Collection:
                               batch_size=5000)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {Caption._meta.db_table} (image_id, text, text_hash, language, origin, source, external_id, "
+            f"INSERT INTO {Caption._meta.db_table} (image_id, text, text_hash, language, origin, source, external_id, "  # noqa: S608
             "metadata, created_at) "
             "SELECT i.id, 'A ' || (%s::text[])[1 + i.id %% 8] || ' ' || (%s::text[])[1 + (i.id / 8) %% 12] || ' ' "
             "|| (%s::text[])[1 + (i.id + k) %% 4] || '.', md5(i.id || '.' || k), 'en', 'alt_text', '', '', "

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from curation.models import Caption
-from releases.freeze import freeze
 from modeling import engine, generate, registry
 from modeling.captioning.references import check_release_references, generated_test_references
 from modeling.models import Kind, TrainingRun
 from modeling.trainers.base import TrainingError
+from releases.freeze import freeze
 
 from ..curation.release_helpers import make_release
-from .test_generate import SMALL
 from .test_captioning import tiny_release
+from .test_generate import SMALL
 
 pytestmark = pytest.mark.django_db
 

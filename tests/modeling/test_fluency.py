@@ -79,8 +79,8 @@ def test_too_few_labels_are_refused_with_the_counts(db, alice, django_user_model
 
 
 def test_not_a_fluency_campaign_is_refused(db, alice, django_user_model):
-    from tests.annotation.conftest import make_collection
     from annotation import services
+    from tests.annotation.conftest import make_collection
 
     collection = make_collection(name="quality photos", n=3)
     campaign = services.campaign_create(name="quality", kind="quality", selection={"collection": collection.pk},
