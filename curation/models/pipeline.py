@@ -118,9 +118,6 @@ class RunChunk(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     seconds = models.FloatField(null=True, blank=True)
-    # No longer written: the funnel is one GROUP BY over the run's decisions (executor/funnel.py). Kept until a
-    # migration drops the column.
-    counts = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "index"]
