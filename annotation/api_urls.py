@@ -1,9 +1,9 @@
-"""API routes of crowd campaigns: the curator's and annotator's endpoints (``api``) and the hot
-path, fetch next task and submit a vote (``api_hot``)."""
+"""API routes of crowd campaigns: the curator's and annotator's endpoints (``web.curator.api``,
+``api_results``, ``api_verify``) and the hot path, fetch next task and submit a vote (``web.annotator.api``)."""
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from . import api
+from .web.curator import api
 
 # SimpleRouter: the API root view is curation's DefaultRouter's; a second one would shadow nothing
 # but duplicate the "api-root" name.
@@ -11,8 +11,8 @@ router = SimpleRouter()
 router.register("campaigns", api.CampaignViewSet, basename="api-campaign")
 
 urlpatterns = [
-    path("", include("annotation.api_hot")),
-    path("", include("annotation.api_results")),
-    path("", include("annotation.api_verify")),
+    path("", include("annotation.web.annotator.api")),
+    path("", include("annotation.web.curator.api_results")),
+    path("", include("annotation.web.curator.api_verify")),
     path("", include(router.urls)),
 ]

@@ -2,7 +2,7 @@
 
 They have no account. ``begin`` turns the marketplace's ids (participant / worker id, and the
 assignment or session id) into a ``Worker``, a ``Membership`` and an ``Assignment``, and remembers
-them in the Django session, so that the ordinary work pages (``views_annotate``) serve them through
+them in the Django session, so that the ordinary work pages (``annotation.web.annotator.views``) serve them through
 ``current``. An external assignment starts unconfirmed (``confirmed=False``): its votes stay
 quarantined until the provider confirms it (``routing.confirm_assignment``).
 

@@ -1,5 +1,5 @@
 """Per-item results of a campaign: the one selector behind the results page, its CSV, JSON and
-Parquet exports, the API (``annotation.api_results``) and ``manage.py campaign_results``, so the
+Parquet exports, the API (``annotation.web.curator.api_results``) and ``manage.py campaign_results``, so the
 four show the same rows with the same columns.
 
 A row is one item: a task (or, for candidate kinds, one candidate caption and dimension of a task)

@@ -2,8 +2,8 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("annotation.urls_annotate")),
-    path("", include("annotation.urls_campaigns")),
-    path("", include("annotation.urls_linkout")),
-    path("", include("annotation.urls_mturk")),
+    path("", include("annotation.web.annotator.urls")),
+    path("", include("annotation.web.curator.urls")),
+    path("", include("annotation.web.crowd.linkout_urls")),
+    path("", include("annotation.web.crowd.mturk_urls")),
 ]

@@ -110,7 +110,7 @@ def main() -> int:
         campaign, token = build(args.votes, args.rounds)
         results = {"full": [], "without": []}
         # Aggregation scheduling is the same for both chains; keep it out of the measurement.
-        with mock.patch("annotation.api_hot.schedule_aggregation", lambda *a, **k: None):
+        with mock.patch("annotation.web.annotator.api.schedule_aggregation", lambda *a, **k: None):
             for _ in range(args.rounds):
                 results["without"].append(loop(campaign, token, args.votes, bare))
                 results["full"].append(loop(campaign, token, args.votes, full))

@@ -46,7 +46,7 @@ class FramedSessionCookieMiddleware:
     Inside the HIT's frame the platform is a third party: a browser sends a ``SameSite=Lax`` cookie
     with a top-level navigation only, so the framed work pages would lose the session the MTurk
     entry page started and show an empty frame. Only responses marked framable
-    (``annotation.views_mturk.framable``: the MTurk pages and an MTurk worker's work pages) get the
+    (``annotation.web.crowd.mturk.framable``: the MTurk pages and an MTurk worker's work pages) get the
     relaxed attribute; every other page keeps the site-wide SameSite=Lax. Listed before
     SessionMiddleware so that it sees the cookies the session and CSRF middleware set.
     """

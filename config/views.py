@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Count
 from django.shortcuts import render
 
-from annotation.views_annotate import annotator_home_context
+from annotation.web.annotator.views import annotator_home_context
 from captionlab import roles
 from curation.views import curator_home_context
 

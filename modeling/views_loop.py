@@ -241,7 +241,7 @@ def loop_create(request):
 
 def _campaign_page(request, campaign, data, errors):
     """The campaign dashboard again, with the refused form and its errors (400)."""
-    from annotation.views_campaigns import DEFAULT_PRECISION, dashboard_context
+    from annotation.web.curator.views import DEFAULT_PRECISION, dashboard_context
 
     context = dashboard_context(campaign, DEFAULT_PRECISION) | campaign_card_context(campaign, data, errors)
     if LOOP_CARD not in context["campaign_cards"]:  # a kind that trains no model: the card says why

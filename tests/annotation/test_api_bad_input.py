@@ -1,8 +1,8 @@
 """Issue 4's bad-input list through the API: each bad request gets the right status and a clear
 message, and no valid vote is lost.
 
-The hot path (fetch next task, submit a vote) is ``annotation.api_hot``; the rest (CSRF, another
-campaign's tasks, curator endpoints) goes through ``annotation.api``.
+The hot path (fetch next task, submit a vote) is ``annotation.web.annotator.api``; the rest (CSRF, another
+campaign's tasks, curator endpoints) goes through ``annotation.web.curator.api``.
 """
 from datetime import timedelta
 

@@ -10,17 +10,17 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import api_hot
 from annotation.models import Membership, Reservation, Task, Vote
 from annotation.routing import worker_for_user
 from annotation.services import set_gold
+from annotation.web.annotator import api as api_hot
 
 from .conftest import make_annotators, make_collection
 
 # The hot path on its own (annotation.api_urls includes it under /api/ for the platform), so these
 # tests do not depend on the other campaign endpoints being importable.
 urlpatterns = [
-    path("api/", include("annotation.api_hot")),
+    path("api/", include("annotation.web.annotator.api")),
     path("", include("curation.urls")),
 ]
 pytestmark = pytest.mark.urls(__name__)

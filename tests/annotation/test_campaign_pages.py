@@ -373,7 +373,7 @@ def test_dashboard_reads_the_aggregation_stats(alice_client, make_campaign, bob)
 
 
 def test_agreement_hint_levels():
-    from annotation.views_campaigns import agreement_hint
+    from annotation.web.curator.views import agreement_hint
 
     assert agreement_hint(0.85)[0] == "reliable"
     assert agreement_hint(0.8)[0] == "reliable"

@@ -24,7 +24,7 @@ from annotation.routing import RoutingError, next_task, submit_vote, worker_for_
 from ..conftest import REQUIRE_SERVICES
 from .conftest import make_annotators, make_collection
 
-urlpatterns = [path("api/", include("annotation.api_hot")), path("", include("curation.urls"))]
+urlpatterns = [path("api/", include("annotation.web.annotator.api")), path("", include("curation.urls"))]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 THREADS = 16

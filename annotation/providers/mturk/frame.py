@@ -1,5 +1,5 @@
 """Framing by MTurk and the worker's MTurk session: what the ExternalQuestion page
-(``annotation.views_mturk``) and the provider's last step (``MTurkProvider.finish_assignment``) share.
+(``annotation.web.crowd.mturk``) and the provider's last step (``MTurkProvider.finish_assignment``) share.
 
 Only responses passed through ``framable`` may be framed, and only by MTurk's origins (CSP
 frame-ancestors); every other page keeps ``X-Frame-Options: DENY``.

@@ -1,9 +1,0 @@
-"""The MTurk ExternalQuestion page (see annotation.views_mturk)."""
-from django.urls import path
-
-from . import views_mturk as views
-
-urlpatterns = [
-    path("mturk/<int:campaign_id>/", views.mturk_task, name="mturk-task"),
-    path("mturk/<int:campaign_id>/example.jpg", views.mturk_example_image, name="mturk-example-image"),
-]
