@@ -1,6 +1,7 @@
 """Annotation's long job, registered with the kernel's heartbeats (captionlab/heartbeat.py) from
 ``AnnotationConfig.ready()``: a campaign's aggregation pass (no status of its own: unfinished while
 a task of it runs)."""
+from captionlab import tasks
 from captionlab.heartbeat import register_job_kind
 
 
@@ -12,7 +13,5 @@ def register_jobs() -> None:
 
 
 def retry_aggregation(campaign) -> str:
-    from .tasks import aggregate_campaign
-
-    aggregate_campaign.delay(campaign.pk)
+    tasks.enqueue("annotation.aggregate_campaign", campaign.pk)
     return "the aggregation was queued again"

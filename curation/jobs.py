@@ -1,5 +1,6 @@
 """Curation's long jobs, registered with the kernel's heartbeats (captionlab/heartbeat.py) from
 ``CurationConfig.ready()``: imports and filter runs."""
+from captionlab import tasks
 from captionlab.heartbeat import register_job_kind
 
 
@@ -15,25 +16,22 @@ def register_jobs() -> None:
 
 def retry_run(run) -> str:
     from .models import RunChunk
-    from .tasks import filter_chunk, filter_finish, filter_start
 
     if run.status == "finalising":  # the chunks were done; the run-level steps were not
-        filter_finish.delay(run.pk)
+        tasks.enqueue("curation.filter_finish", run.pk)
         return "the run-level steps were queued again"
     chunks = list(RunChunk.objects.filter(run=run).exclude(status__in=["done", "failed"])
                   .values_list("index", flat=True))
     if not RunChunk.objects.filter(run=run).exists():
-        filter_start.delay(run.pk)
+        tasks.enqueue("curation.filter_start", run.pk)
         return "the run was started again"
     for index in chunks:
-        filter_chunk.delay(run.pk, index)
+        tasks.enqueue("curation.filter_chunk", run.pk, index)
     if not chunks:  # every chunk finished: only the run-level steps were left
-        filter_finish.delay(run.pk)
+        tasks.enqueue("curation.filter_finish", run.pk)
     return f"{len(chunks)} unfinished chunk(s) queued again"
 
 
 def retry_import(job) -> str:
-    from .tasks import run_import
-
-    run_import.delay(job.pk)
+    tasks.enqueue("curation.run_import", job.pk)
     return "the import was queued again (rows already imported are skipped as duplicates)"

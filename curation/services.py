@@ -6,6 +6,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from captionlab import tasks
+
 from .errors import IngestError
 from .models import Collection, ImportJob
 
@@ -85,9 +87,7 @@ def import_create(
         job.upload.save(name, upload, save=False)
     job.save()
     if enqueue:
-        from .tasks import run_import
-
-        transaction.on_commit(lambda: run_import.delay(job.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.run_import", job.pk))
     return job
 
 
@@ -125,9 +125,7 @@ def run_create(*, collection: Collection, pipeline, user=None, enqueue: bool = T
         created_by=user if (user and user.is_authenticated) else None,
     )
     if enqueue:
-        from .tasks import filter_start
-
-        transaction.on_commit(lambda: filter_start.delay(run.pk))
+        transaction.on_commit(lambda: tasks.enqueue("curation.filter_start", run.pk))
     return run
 
 
@@ -156,7 +154,6 @@ def _reconcile_on_commit(decisions) -> None:
     """An override in a finished run changes what reached the steps after it: ``executor.reconcile``
     brings their decisions in line, on the filters queue once this commits."""
     from .models import FilterRun
-    from .tasks import filter_reconcile
 
     runs = FilterRun.objects.only("status", "snapshot").in_bulk({d.run_id for d in decisions})
     by_run: dict[int, set[int]] = {}
@@ -168,7 +165,7 @@ def _reconcile_on_commit(decisions) -> None:
         ordered = sorted(image_ids)
         for start in range(0, len(ordered), RECONCILE_IMAGES):  # a bulk override: tasks of a chunk's size
             batch = ordered[start:start + RECONCILE_IMAGES]
-            transaction.on_commit(lambda r=run_id, i=batch: filter_reconcile.delay(r, i))
+            transaction.on_commit(lambda r=run_id, i=batch: tasks.enqueue("curation.filter_reconcile", r, i))
 
 
 def decisions_override(*, decisions, outcome: str, note: str = "", user=None) -> int:

@@ -1,5 +1,6 @@
 """Releases' long jobs, registered with the kernel's heartbeats (captionlab/heartbeat.py) from
 ``ReleasesConfig.ready()``: freezing a release and writing an export."""
+from captionlab import tasks
 from captionlab.heartbeat import register_job_kind
 
 
@@ -12,9 +13,7 @@ def register_jobs() -> None:
 
 
 def retry_release(release) -> str:
-    from .tasks import release_freeze
-
-    release_freeze.delay(release.pk)
+    tasks.enqueue("curation.release_freeze", release.pk)
     return "the release was queued again"
 
 
