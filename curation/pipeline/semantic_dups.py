@@ -66,7 +66,8 @@ def nearest(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.nda
         return i, j, s
     order = np.argsort(-s, kind="stable")
     ends = np.concatenate([i[order], j[order]])  # each pair twice, by its rank of similarity
-    by_row = np.argsort(ends, kind="stable")  # grouped by row, most similar first within a row
+    position = np.tile(np.arange(len(order)), 2)
+    by_row = np.lexsort((position, ends))  # grouped by row, most similar first within a row
     counts = np.bincount(ends)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     rank = np.empty(len(ends), dtype=np.int64)
