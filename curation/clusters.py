@@ -3,7 +3,9 @@ keep-all decision on a group.
 
 The filters (``semantic_duplicates`` on captions, ``semantic_duplicate_images`` on images) give every member
 of a cluster the same ``details = {"cluster": <smallest member id>, "size", "members", "kept_id",
-"similarity", "model"}``: the kept member's outcome is keep, the others' drop. ``cluster_keep`` records the
+"similarity", "model"}``: the kept member's outcome is keep, the others' drop, except where the caption step
+clusters for review (its default): the others are kept with the reason ``possible_duplicate`` and
+``details["pair"]`` (the pair's score with the kept caption and the checks' reasons), and wait for the curator. ``cluster_keep`` records the
 curator's choice as ordinary overrides (``services.decisions_override``), so the funnel, the reviews' history
 and a release read it as they read any other override.
 """
@@ -50,6 +52,11 @@ class Cluster:
     @property
     def size(self) -> int:
         return len(self.members)
+
+    @property
+    def pending(self) -> bool:
+        """Clustered for review and not reviewed yet: nothing dropped until the curator decides."""
+        return any(d.reason == "possible_duplicate" and not d.override for d in self.members)
 
     @property
     def state(self) -> str:
