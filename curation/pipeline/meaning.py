@@ -43,6 +43,20 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
 NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
                      "ninety": 90, "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
                      "dozen": 12, "single": 1, "double": 2, "pair": 2, "couple": 2})
+ORDINALS = {w: i for i, w in enumerate(
+    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())}
+ORDINALS.update({"last": -1})
+_ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)")
+_CLOCK = re.compile(r"\d+([:.]\d+)+")
+# Prepositions and particles are a closed class: the pairs that point opposite ways are listed once, here.
+OPPOSITE = {frozenset(p) for p in (("before", "after"), ("above", "below"), ("over", "under"), ("inside", "outside"),
+                                   ("in", "out"), ("into", "out"), ("up", "down"), ("on", "off"), ("toward", "away"),
+                                   ("towards", "away"), ("behind", "front"), ("to", "from"),
+                                   ("onto", "off"), ("upstairs", "downstairs"), ("uphill", "downhill"))}
+# Gradable adjectives and their antonyms sit close in a sentence encoder's space (all-MiniLM-L6-v2: cheap /
+# expensive 0.80, thin / thick 0.82, large / small 0.79) closer than nouns do: an adjective needs this much more
+# to pass for a synonym (big / large, 0.81, then counts as a different word: a paraphrase missed, not a wrong merge).
+ADJECTIVE_MARGIN = 0.05
 AGENT, PATIENT = "agent", "patient"
 SPACY_NEEDS = frozenset({"pos", "lemma", "deps"})
 
@@ -56,6 +70,8 @@ class Reading:
     """What the checks read from one parsed caption."""
 
     content: list[tuple[str, str, str]]  # (lemma, coarse part of speech, dependency slot "dep:head lemma")
+    directions: set  # prepositions and particles of the closed class OPPOSITE knows
+    modifiers: set  # the lemmas of adjectives and adverbs (a stricter synonym cut-off, ADJECTIVE_MARGIN)
     negations: int
     numbers: Counter  # numeral value -> count
     counted: set  # (numeral value, noun lemma it counts)
@@ -66,6 +82,11 @@ def _number(token) -> str | None:
     text = token.lower_.replace(",", "")
     if text in NUMBER_WORDS and token.pos_ in ("NUM", "NOUN", "ADJ"):
         return str(NUMBER_WORDS[text])
+    ordinal = _ORDINAL.fullmatch(text)
+    if ordinal or (text in ORDINALS and token.pos_ == "ADJ"):
+        return f"#{ordinal.group(1) if ordinal else ORDINALS[text]}"  # "2nd" and "second" alike
+    if _CLOCK.fullmatch(text) or re.fullmatch(r"\d+s", text):
+        return text  # a time of day, a decade
     if token.like_num or re.fullmatch(r"\d+(\.\d+)?", text):
         try:
             value = float(text)
@@ -128,13 +149,18 @@ def _word_class(token) -> str | None:
 
 def read(doc) -> Reading:
     content, numbers, counted, roles, negations = [], Counter(), set(), {}, 0
+    directions, modifiers = set(), set()
+    opposable = {w for pair in OPPOSITE for w in pair}
     for token in doc:
         lower = token.lower_
+        if lower in opposable:
+            directions.add(lower)
         if token.dep_ == "neg" or lower in NEGATIONS:
             negations += 1
             continue
         value = _number(token)
-        if value is not None and (token.pos_ in ("NUM", "X") or token.dep_ == "nummod"):
+        if value is not None and (token.pos_ in ("NUM", "X") or token.dep_ == "nummod" or value.startswith("#")
+                                  or not value.replace(".", "").isdigit()):
             numbers[value] += 1
             head = token.head
             if head is not token and head.pos_ in ("NOUN", "PROPN"):
@@ -147,17 +173,28 @@ def read(doc) -> Reading:
         if kind is None or lemma in LIGHT or not any(ch.isalpha() for ch in lemma):
             continue
         content.append((lemma, kind, f"{token.dep_}:{_lemma(token.head)}"))
+        if token.pos_ in ("ADJ", "ADV"):
+            modifiers.add(lemma)
         if kind == "noun":
             role = _noun_role(token)
             if role:
                 roles.setdefault(lemma, set()).add(role)
-    return Reading(content, negations, numbers, counted, roles)
+    return Reading(content, directions, modifiers, negations, numbers, counted, roles)
 
 
 # --- comparing two readings -----------------------------------------------------------------------
 
 def _negating_prefix(a: str, b: str) -> bool:
     return any(a == p + b or b == p + a for p in NEGATING_PREFIXES)
+
+
+def _contrasting_compounds(a: str, b: str) -> bool:
+    """Words built on the same last part with different first parts ("upstairs" / "downstairs", "indoor" /
+    "outdoor"): close in the encoder's space because they share it, opposite because of what differs."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n >= 3 and len(a) - n >= 2 and len(b) - n >= 2
 
 
 def _match_words(a: list[str], b: list[str], vectors, synonym: float):
@@ -210,9 +247,16 @@ def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list
     synonyms = []
     by_pos_a: dict[str, list[str]] = {}
     by_pos_b: dict[str, list[str]] = {}
+    contrasts = []
+    modifiers = a.modifiers | b.modifiers
     for i, j, sim in _match_words(left_a, left_b, vectors, synonym):
-        if sim >= synonym:
-            synonyms.append((left_a[i], left_b[j], sim))
+        x, y = left_a[i], left_b[j]
+        if sim < synonym + (ADJECTIVE_MARGIN if x in modifiers or y in modifiers else 0.0):
+            continue
+        (contrasts if _contrasting_compounds(x, y) else synonyms).append((x, y, sim))
+    for x, y, _ in contrasts:
+        left_a.remove(x)
+        left_b.remove(y)
     done_a = Counter(x for x, _, _ in synonyms)
     done_b = Counter(y for _, y, _ in synonyms)
     for w in (Counter(left_a) - done_a).elements():
@@ -226,6 +270,12 @@ def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list
             substituted.append((xs[i], ys[j], sim))
         added += [x for k, x in enumerate(xs) if k not in {i for i, _, _ in pairs}]
         added += [y for k, y in enumerate(ys) if k not in {j for _, j, _ in pairs}]
+    opposite = sorted((x, y) for x in a.directions - b.directions for y in b.directions - a.directions
+                      if frozenset((x, y)) in OPPOSITE)
+    for x, y in opposite:
+        reasons.append(f"opposite direction: '{x}' / '{y}'")
+    for x, y, _ in contrasts:
+        reasons.append(f"contrasting compounds: '{x}' / '{y}'")
     for x, y, sim in substituted:
         reasons.append(f"different word: '{x}' / '{y}' (similarity {sim:.2f})")
     if added:
@@ -245,7 +295,7 @@ def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list
     for x, y, sim in synonyms:
         reasons.append(f"synonyms: '{x}' / '{y}' ({sim:.2f})")
     features = {"negation": negation, "numbers": numbers, "role_swap": int(swap is not None),
-                "substituted": len(substituted), "added": len(added)}
+                "substituted": len(substituted) + len(contrasts) + len(opposite), "added": len(added)}
     return features, reasons
 
 
@@ -257,7 +307,8 @@ def _numbers_text(numbers: Counter) -> str:
 
 # Default weights of the logistic score, set by reasoning, not fitted: a pair at cosine 0.65 with nothing
 # found is at the boundary; a negation, a numeral, a swap or a substituted word each outweighs any cosine
-# (the encoder cannot tell them apart); a detail on one side only costs what 0.12 of cosine does.
+# (the encoder cannot tell them apart); a detail on one side only costs what 0.12 of cosine does (paraphrases
+# add light words: "eating breakfast" / "having breakfast", "set of four glasses" / "four glasses").
 DEFAULT_WEIGHTS = {"bias": -6.5, "cosine": 10.0, "negation": -8.0, "numbers": -8.0, "role_swap": -8.0,
                    "substituted": -4.0, "added": -1.2}
 DEFAULT_THRESHOLD = 0.5

@@ -10,8 +10,9 @@ it calls two captions duplicates, and by default keeps every member of a cluster
 - 40 planted near-duplicates of them, one edit or two each: case and punctuation ("a brown dog running along
   the beach at sunset"), word order ("In the yard, two dogs play ..."), tense ("... is sleeping ..."),
   synonyms ("bike" for "bicycle", "cook" for "chef", "gulls" for "seagulls", "football" for "soccer"),
-  spelling ("colourful"); these must be found (recall >= 80%: the checks refuse a word swap whose encoder
-  vectors are below the synonym cut-off, as "foggy" / "misty" at 0.43 and "gulls" / "seagulls" at 0.37) ...
+  spelling ("colourful"); these must be found (recall >= 75%: the checks refuse a word swap whose encoder
+  vectors are below the synonym cut-off, as "foggy" / "misty" at 0.43 and "gulls" / "seagulls" at 0.37, and
+  adjectives need 0.85, since their antonyms sit as close) ...
 - ... and 25 distractors on the same topics, 5 of them one attribute away from a base ("A white dog runs along
   the beach at sunrise", "A dog sits on a windowsill ..."): a different picture, so never a duplicate
   (precision >= 99% over the pairs put in one cluster).
@@ -166,7 +167,7 @@ def test_planted_near_duplicate_captions_are_clustered_for_review_with_high_prec
     found = same_cluster_pairs(decisions)
     recall = len(found & planted) / len(planted)
     precision = len(found & planted) / len(found)
-    assert recall >= 0.8, f"recall {recall:.3f}: missed {[pair for pair in planted - found]}"
+    assert recall >= 0.75, f"recall {recall:.3f}: missed {[pair for pair in planted - found]}"
     assert precision >= 0.99, f"precision {precision:.3f}: wrong {[pair for pair in found - planted]}"
     assert not [d for d in decisions.values() if d.outcome == DROP]  # the default drops nothing
     review = [d for d in decisions.values() if d.reason == "possible_duplicate"]
