@@ -5,18 +5,22 @@ cat" and "A cat chases a dog" sit at 0.97 with all-MiniLM-L6-v2, above most para
 (cosine at or above the step's ``min_similarity``) is compared on the spaCy parse of each caption:
 
 - ``negation``: one caption negates where the other does not (``neg`` dependents, "no", "without", "never"...);
-- ``numbers``: the numerals differ (digits and number words), or the same numeral counts different nouns
-  ("two women and a man" / "two men and a woman");
+- ``numbers``: the numerals differ (digits, number words, ordinals, times, decades), or the same numeral
+  counts different nouns of a coordination ("two women and a man" / "two men and a woman");
 - ``role_swap``: a noun that is the agent of the action in one caption is its patient or place in the other,
   and the other way round (subject, object and agent read from the dependencies, passives and participle
   clauses included: "a child is carried by his father" has the father as agent);
 - content words (nouns, proper nouns, adjectives, verbs, adverbs, without numerals, negations and stop words)
   matched by lemma, then by near synonym: the encoder's vectors of the two words at cosine >= ``synonym``.
   What is left over is a ``substituted`` word when the other caption has an unmatched word of the same part
-  of speech ("full" / "empty", "violin" / "piano", "rises" / "sets"), else an ``added`` word (a detail one
+  class ("full" / "empty", "violin" / "piano", "rises" / "sets"), else an ``added`` word (a detail one
   caption has and the other lacks). Antonyms are caught as substitutions, with no list of antonym pairs:
-  an antonym is a word of the same part of speech in the same place that is not a near synonym. A word that
-  is the other's with a negating prefix ("locked" / "unlocked") counts as a negation as well.
+  an antonym is a word of the same class that is not a near synonym. Three general mechanisms cover the
+  antonyms a sentence encoder puts close: adjectives need ADJECTIVE_MARGIN more to pass for synonyms;
+  contrasting compounds ("upstairs" / "downstairs": the same last part, different first parts) are
+  substitutions however close; a word that is the other's with a negating prefix ("locked" / "unlocked")
+  is a negation. Prepositions and particles, a closed class, are compared through the pairs that point
+  opposite ways (OPPOSITE: "before" / "after", "up" / "down"...).
 
 Each check is a feature of the pair; ``PairScorer`` combines them with the cosine into a logistic score
 (default weights below, fitted ones from people's "same meaning?" judgements, ``fit_scorer``) and a pair is
@@ -227,75 +231,78 @@ def _role_swap(a: Reading, b: Reading) -> tuple[str, str] | None:
     return None
 
 
-def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list[str]]:
-    """The checks' features (without the cosine) and their reasons in words."""
-    reasons: list[str] = []
-    negation = int(a.negations != b.negations)
+@dataclass
+class WordMatch:
+    """How the content words of two captions pair up, beyond the lemmas they share."""
+
+    prefixed: list  # (x, y): one is the other with a negating prefix
+    synonyms: list  # (x, y, similarity) at or above the synonym cut-off
+    contrasts: list  # (x, y, similarity): close, but contrasting compounds
+    substituted: list  # (x, y, similarity): the same class of word, not a synonym
+    added: list  # words only one caption has
+
+
+def match_words(a: Reading, b: Reading, vectors, synonym: float) -> WordMatch:
     lemmas_a, lemmas_b = Counter(w for w, _, _ in a.content), Counter(w for w, _, _ in b.content)
-    left_a = [w for w in lemmas_a for _ in range((lemmas_a - lemmas_b)[w])]
-    left_b = [w for w in lemmas_b for _ in range((lemmas_b - lemmas_a)[w])]
-    pos_of = {w: p for w, p, _ in a.content + b.content}
-    prefixed = [(x, y) for x in set(left_a) for y in set(left_b) if _negating_prefix(x, y)]
-    for x, y in prefixed:
+    left_a = list((lemmas_a - lemmas_b).elements())
+    left_b = list((lemmas_b - lemmas_a).elements())
+    found = WordMatch([(x, y) for x in set(left_a) for y in set(left_b) if _negating_prefix(x, y)], [], [], [], [])
+    for x, y in found.prefixed:
         left_a.remove(x)
         left_b.remove(y)
-        reasons.append(f"negation: '{x}' / '{y}'")
-        negation = 1
-    if negation and not prefixed:
-        reasons.append(f"negation: {a.negations} negation(s) against {b.negations}")
-    substituted, added = [], []
-    synonyms = []
-    by_pos_a: dict[str, list[str]] = {}
-    by_pos_b: dict[str, list[str]] = {}
-    contrasts = []
     modifiers = a.modifiers | b.modifiers
     for i, j, sim in _match_words(left_a, left_b, vectors, synonym):
         x, y = left_a[i], left_b[j]
-        if sim < synonym + (ADJECTIVE_MARGIN if x in modifiers or y in modifiers else 0.0):
-            continue
-        (contrasts if _contrasting_compounds(x, y) else synonyms).append((x, y, sim))
-    for x, y, _ in contrasts:
-        left_a.remove(x)
-        left_b.remove(y)
-    done_a = Counter(x for x, _, _ in synonyms)
-    done_b = Counter(y for _, y, _ in synonyms)
-    for w in (Counter(left_a) - done_a).elements():
-        by_pos_a.setdefault(pos_of[w], []).append(w)
-    for w in (Counter(left_b) - done_b).elements():
-        by_pos_b.setdefault(pos_of[w], []).append(w)
-    for pos in sorted(set(by_pos_a) | set(by_pos_b)):
-        xs, ys = by_pos_a.get(pos, []), by_pos_b.get(pos, [])
+        if sim >= synonym + (ADJECTIVE_MARGIN if x in modifiers or y in modifiers else 0.0):
+            (found.contrasts if _contrasting_compounds(x, y) else found.synonyms).append((x, y, sim))
+    matched = found.synonyms + found.contrasts
+    rest_a = Counter(left_a) - Counter(x for x, _, _ in matched)
+    rest_b = Counter(left_b) - Counter(y for _, y, _ in matched)
+    class_of = {w: c for w, c, _ in a.content + b.content}
+    for kind in sorted({class_of[w] for w in rest_a} | {class_of[w] for w in rest_b}):
+        xs = [w for w in rest_a.elements() if class_of[w] == kind]
+        ys = [w for w in rest_b.elements() if class_of[w] == kind]
         pairs = _match_words(xs, ys, vectors, synonym)
-        for i, j, sim in pairs:
-            substituted.append((xs[i], ys[j], sim))
-        added += [x for k, x in enumerate(xs) if k not in {i for i, _, _ in pairs}]
-        added += [y for k, y in enumerate(ys) if k not in {j for _, j, _ in pairs}]
+        found.substituted += [(xs[i], ys[j], sim) for i, j, sim in pairs]
+        found.added += [x for k, x in enumerate(xs) if k not in {i for i, _, _ in pairs}]
+        found.added += [y for k, y in enumerate(ys) if k not in {j for _, j, _ in pairs}]
+    return found
+
+
+def _numbers_differ(a: Reading, b: Reading) -> str:
+    """The reason the numerals differ, or ""."""
+    if +a.numbers != +b.numbers:
+        return f"numbers: {_numbers_text(a.numbers)} / {_numbers_text(b.numbers)}"
+    wrong = a.counted ^ b.counted
+    if wrong:
+        return "numbers count other things: " + ", ".join(f"{v} {n}" for v, n in sorted(wrong))
+    return ""
+
+
+def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list[str]]:
+    """The checks' features (without the cosine) and their reasons in words."""
+    words = match_words(a, b, vectors, synonym)
+    reasons = [f"negation: '{x}' / '{y}'" for x, y in words.prefixed]
+    negation = int(a.negations != b.negations or bool(words.prefixed))
+    if a.negations != b.negations:
+        reasons.append(f"negation: {a.negations} negation(s) against {b.negations}")
     opposite = sorted((x, y) for x in a.directions - b.directions for y in b.directions - a.directions
                       if frozenset((x, y)) in OPPOSITE)
-    for x, y in opposite:
-        reasons.append(f"opposite direction: '{x}' / '{y}'")
-    for x, y, _ in contrasts:
-        reasons.append(f"contrasting compounds: '{x}' / '{y}'")
-    for x, y, sim in substituted:
-        reasons.append(f"different word: '{x}' / '{y}' (similarity {sim:.2f})")
-    if added:
-        reasons.append("only in one caption: " + ", ".join(f"'{w}'" for w in added))
-    numbers = 0
-    if +a.numbers != +b.numbers:
-        numbers = 1
-        reasons.append(f"numbers: {_numbers_text(a.numbers)} / {_numbers_text(b.numbers)}")
-    else:
-        wrong = a.counted ^ b.counted
-        if wrong:
-            numbers = 1
-            reasons.append("numbers count other things: " + ", ".join(f"{v} {n}" for v, n in sorted(wrong)))
+    reasons += [f"opposite direction: '{x}' / '{y}'" for x, y in opposite]
+    reasons += [f"contrasting compounds: '{x}' / '{y}'" for x, y, _ in words.contrasts]
+    reasons += [f"different word: '{x}' / '{y}' (similarity {sim:.2f})" for x, y, sim in words.substituted]
+    if words.added:
+        reasons.append("only in one caption: " + ", ".join(f"'{w}'" for w in words.added))
+    numbers = _numbers_differ(a, b)
+    if numbers:
+        reasons.append(numbers)
     swap = _role_swap(a, b)
     if swap:
         reasons.append(f"roles swapped: '{swap[0]}' and '{swap[1]}'")
-    for x, y, sim in synonyms:
-        reasons.append(f"synonyms: '{x}' / '{y}' ({sim:.2f})")
-    features = {"negation": negation, "numbers": numbers, "role_swap": int(swap is not None),
-                "substituted": len(substituted) + len(contrasts) + len(opposite), "added": len(added)}
+    reasons += [f"synonyms: '{x}' / '{y}' ({sim:.2f})" for x, y, sim in words.synonyms]
+    features = {"negation": negation, "numbers": int(bool(numbers)), "role_swap": int(swap is not None),
+                "substituted": len(words.substituted) + len(words.contrasts) + len(opposite),
+                "added": len(words.added)}
     return features, reasons
 
 
@@ -381,5 +388,6 @@ def judge_texts(pairs: list[tuple[str, str]], *, encode, parse, scorer: PairScor
     return out
 
 
-__all__ = ["DEFAULT_THRESHOLD", "DEFAULT_WEIGHTS", "FEATURES", "PairJudgement", "PairScorer", "Reading",
+__all__ = ["DEFAULT_THRESHOLD", "DEFAULT_WEIGHTS", "FEATURES", "PairJudgement", "PairScorer", "Reading", "WordMatch",
+           "match_words",
            "SPACY_NEEDS", "compare", "judge", "judge_texts", "lemmas_of", "read", "word_vectors"]
