@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from urllib.parse import urlencode
+
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count, Value
 from django.db.models.functions import Coalesce, NullIf
+from django.urls import NoReverseMatch, reverse
 
 from . import services
 from .errors import IngestError
@@ -34,6 +37,19 @@ def is_cluster_step(snapshot: dict | None) -> bool:
 def member_target(snapshot: dict) -> str:
     """"caption" or "image": what a member of this step's clusters is."""
     return CLUSTER_FILTERS.get(snapshot.get("filter"), snapshot.get("target") or "caption")
+
+
+def pairs_campaign_url(run: FilterRun, step: int) -> str:
+    """The campaign form pre-filled for a same-meaning pairs campaign on this caption step's candidate pairs
+    (the annotation app's page, found by its URL name; "" where it is not installed)."""
+    if (run.snapshot or [])[step].get("filter") != "semantic_duplicates":
+        return ""
+    try:
+        form = reverse("campaign-create")
+    except NoReverseMatch:
+        return ""
+    return form + "?" + urlencode({"kind": "same_meaning", "collection": run.collection_id, "run": run.pk,
+                                   "step": step, "name": f"Same meaning? run #{run.pk}"})
 
 
 def _member_id(decision: FilterDecision, target: str) -> int | None:

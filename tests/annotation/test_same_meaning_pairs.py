@@ -97,6 +97,20 @@ def test_the_campaign_has_one_task_per_candidate_pair_with_the_steps_score(campa
     assert sum(truth_of(t) for t in tasks) == 5  # every written paraphrase is a candidate
 
 
+def test_the_campaign_form_creates_a_pairs_campaign_from_the_cluster_pages_link(pairs_run, alice_client, judges):
+    clusters = alice_client.get(reverse("run-step-clusters", args=[pairs_run.pk, 0])).content.decode()
+    link = re.search(r'href="([^"]+)" data-role="pairs-campaign"', clusters).group(1).replace("&amp;", "&")
+    form = alice_client.get(link).content.decode()
+    assert re.search(r'value="same_meaning"[^>]*checked', form)
+    response = alice_client.post(reverse("campaign-create"), {
+        "name": "Pairs from the form", "kind": "same_meaning", "collection": pairs_run.collection_id,
+        "run": pairs_run.pk, "step": 0, "members": [u.pk for u in judges], "start": "on", "priority": "uncertain",
+        "backend": "inhouse", "seed": 0})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    campaign = Campaign.objects.get(name="Pairs from the form")
+    assert campaign.tasks.count() >= len(PAIRS) and campaign.kind == "same_meaning"
+
+
 def test_a_run_without_a_duplicates_step_or_without_a_step_is_refused(pairs_run, alice_client):
     no_step = create(alice_client, pairs_run, name="no step", step=None)
     assert no_step.status_code == 400 and "semantic-duplicates step" in no_step.json()["step"][0]

@@ -8,6 +8,7 @@ stock, product, sports, social and museum captions), all in one run, so a pair c
 the other captions around it."""
 import csv
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,8 @@ def test_the_cluster_page_shows_clusters_awaiting_review_with_each_pairs_reasons
     assert page.count('class="card cluster ') == 1  # the paraphrases; the swapped roles stay apart
     assert 'data-role="awaiting-review"' in page and 'data-role="pair-reasons"' in page
     assert "same-meaning score" in page
+    link = re.search(r'href="([^"]+)" data-role="pairs-campaign"', page)
+    assert link and "kind=same_meaning" in link.group(1) and f"run={run.pk}" in link.group(1)
 
 
 def test_the_benchmark_prints_precision_and_recall_and_refuses_a_file_in_another_format(tmp_path, capsys):
