@@ -12,7 +12,6 @@ and a release read it as they read any other override.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
