@@ -9,7 +9,10 @@ cat" and "A cat chases a dog" sit at 0.97 with all-MiniLM-L6-v2, above most para
   counts different nouns of a coordination ("two women and a man" / "two men and a woman");
 - ``role_swap``: a noun that is the agent of the action in one caption is its patient or place in the other,
   and the other way round (subject, object and agent read from the dependencies, passives and participle
-  clauses included: "a child is carried by his father" has the father as agent);
+  clauses included: "a child is carried by his father" has the father as agent); or a noun that modifies
+  another in one caption is modified by it in the other ("milk chocolate" / "chocolate milk", "the dog's
+  owner" / "the owner's dog");
+- quantifiers (a closed class: all / some / many / few) count with the numbers;
 - content words (nouns, proper nouns, adjectives, verbs, adverbs, without numerals, negations and stop words)
   matched by lemma, then by near synonym: the encoder's vectors of the two words at cosine >= ``synonym``.
   What is left over is a ``substituted`` word when the other caption has an unmatched word of the same part
@@ -61,6 +64,9 @@ OPPOSITE = {frozenset(p) for p in (("before", "after"), ("above", "below"), ("ov
 # expensive 0.80, thin / thick 0.82, large / small 0.79) closer than nouns do: an adjective needs this much more
 # to pass for a synonym (big / large, 0.81, then counts as a different word: a paraphrase missed, not a wrong merge).
 ADJECTIVE_MARGIN = 0.05
+# Quantifiers, a closed class, by what they claim of the set.
+QUANTIFIERS = {"all": "all", "every": "all", "each": "all", "both": "all", "some": "some", "several": "some",
+               "many": "many", "most": "many", "numerous": "many", "few": "few", "little": None}
 AGENT, PATIENT = "agent", "patient"
 SPACY_NEEDS = frozenset({"pos", "lemma", "deps"})
 
@@ -80,6 +86,8 @@ class Reading:
     numbers: Counter  # numeral value -> count
     counted: set  # (numeral value, noun lemma it counts)
     roles: dict[str, set] = field(default_factory=dict)  # noun lemma -> {(agent or patient, verb lemma)}
+    edges: set = field(default_factory=set)  # (head noun, noun that modifies it): "milk chocolate", "the dog's owner"
+    quantities: set = field(default_factory=set)  # quantifier classes: "all", "some", "many", "few"
 
 
 def _number(token) -> str | None:
@@ -151,14 +159,28 @@ def _word_class(token) -> str | None:
     return None
 
 
+def _noun_edge(token) -> tuple[str, str] | None:
+    """(head, modifier) when a noun modifies another noun: a compound, a possessor, an "of" phrase."""
+    head = token.head
+    if token.dep_ == "pobj" and head.lower_ == "of" and head.head is not head:
+        head = head.head
+    elif token.dep_ not in ("compound", "poss"):
+        return None
+    if head.pos_ in ("NOUN", "PROPN") and head is not token:
+        return _lemma(head), _lemma(token)
+    return None
+
+
 def read(doc) -> Reading:
     content, numbers, counted, roles, negations = [], Counter(), set(), {}, 0
-    directions, modifiers = set(), set()
+    directions, modifiers, edges, quantities = set(), set(), set(), set()
     opposable = {w for pair in OPPOSITE for w in pair}
     for token in doc:
         lower = token.lower_
         if lower in opposable:
             directions.add(lower)
+        if QUANTIFIERS.get(lower) and token.pos_ in ("DET", "ADJ", "PRON"):
+            quantities.add(QUANTIFIERS[lower])
         if token.dep_ == "neg" or lower in NEGATIONS:
             negations += 1
             continue
@@ -180,10 +202,12 @@ def read(doc) -> Reading:
         if token.pos_ in ("ADJ", "ADV"):
             modifiers.add(lemma)
         if kind == "noun":
-            role = _noun_role(token)
+            role, edge = _noun_role(token), _noun_edge(token)
             if role:
                 roles.setdefault(lemma, set()).add(role)
-    return Reading(content, directions, modifiers, negations, numbers, counted, roles)
+            if edge:
+                edges.add(edge)
+    return Reading(content, directions, modifiers, negations, numbers, counted, roles, edges, quantities)
 
 
 # --- comparing two readings -----------------------------------------------------------------------
@@ -217,9 +241,9 @@ def _match_words(a: list[str], b: list[str], vectors, synonym: float):
     return pairs
 
 
-def _role_swap(a: Reading, b: Reading) -> tuple[str, str] | None:
-    """Two nouns that are agent and patient of the same verb in one caption and the other way round in the
-    other."""
+def _role_swap(a: Reading, b: Reading) -> str:
+    """The reason, or "": two nouns that are agent and patient of the same verb in one caption and the other way
+    round in the other, or a noun that modifies another in one caption and is modified by it in the other."""
     shared = sorted(set(a.roles) & set(b.roles))
     for x in shared:
         for role, verb in a.roles[x]:
@@ -227,8 +251,11 @@ def _role_swap(a: Reading, b: Reading) -> tuple[str, str] | None:
                 continue
             for y in shared:
                 if y != x and (PATIENT, verb) in a.roles[y] and (AGENT, verb) in b.roles[y]:
-                    return x, y
-    return None
+                    return f"roles swapped: '{x}' and '{y}'"
+    for head, modifier in sorted(a.edges - b.edges):
+        if (modifier, head) in b.edges and (modifier, head) not in a.edges:
+            return f"head and modifier swapped: '{modifier} {head}' / '{head} {modifier}'"
+    return ""
 
 
 @dataclass
@@ -276,6 +303,8 @@ def _numbers_differ(a: Reading, b: Reading) -> str:
     wrong = a.counted ^ b.counted
     if wrong:
         return "numbers count other things: " + ", ".join(f"{v} {n}" for v, n in sorted(wrong))
+    if a.quantities and b.quantities and a.quantities != b.quantities:
+        return f"quantities: {', '.join(sorted(a.quantities))} / {', '.join(sorted(b.quantities))}"
     return ""
 
 
@@ -298,9 +327,9 @@ def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list
         reasons.append(numbers)
     swap = _role_swap(a, b)
     if swap:
-        reasons.append(f"roles swapped: '{swap[0]}' and '{swap[1]}'")
+        reasons.append(swap)
     reasons += [f"synonyms: '{x}' / '{y}' ({sim:.2f})" for x, y, sim in words.synonyms]
-    features = {"negation": negation, "numbers": int(bool(numbers)), "role_swap": int(swap is not None),
+    features = {"negation": negation, "numbers": int(bool(numbers)), "role_swap": int(bool(swap)),
                 "substituted": len(words.substituted) + len(words.contrasts) + len(opposite),
                 "added": len(words.added)}
     return features, reasons
@@ -345,17 +374,18 @@ class PairJudgement:
                 "reasons": self.reasons[:8], "features": self.features}
 
 
-def judge(doc_a, doc_b, cosine: float, vectors, scorer: PairScorer, synonym: float) -> PairJudgement:
-    """One pair: ``vectors`` maps every content lemma of both parses to a unit vector (``word_vectors``)."""
-    features, reasons = compare(read(doc_a), read(doc_b), vectors, synonym)
+def judge(a: Reading, b: Reading, cosine: float, vectors, scorer: PairScorer, synonym: float) -> PairJudgement:
+    """One pair (the ``read`` of each parse): ``vectors`` maps every content lemma of both to a unit vector
+    (``word_vectors``)."""
+    features, reasons = compare(a, b, vectors, synonym)
     features = {"cosine": round(float(cosine), 4), **features}
     score = scorer.score(features)
     return PairJudgement(float(cosine), features, score, score >= scorer.threshold, reasons)
 
 
-def lemmas_of(docs) -> list[str]:
+def lemmas_of(readings) -> list[str]:
     """Every content lemma the checks will compare (for ``word_vectors``)."""
-    return sorted({w for doc in docs if doc is not None for w, _, _ in read(doc).content})
+    return sorted({w for reading in readings for w, _, _ in reading.content})
 
 
 def word_vectors(words: list[str], encode) -> dict[str, np.ndarray]:
@@ -376,15 +406,15 @@ def judge_texts(pairs: list[tuple[str, str]], *, encode, parse, scorer: PairScor
     if not texts:
         return []
     sentence = dict(zip(texts, np.asarray(encode(texts), dtype=np.float32)))
-    docs = parse(texts)
-    vectors = word_vectors(lemmas_of(docs.values()), encode)
+    readings = {t: read(doc) for t, doc in parse(texts).items() if doc is not None}
+    vectors = word_vectors(lemmas_of(readings.values()), encode)
     out = []
     for a, b in pairs:
         cosine = float(sentence[a] @ sentence[b])
-        if docs.get(a) is None or docs.get(b) is None:
+        if a not in readings or b not in readings:
             out.append(PairJudgement(cosine, {"cosine": round(cosine, 4)}, 0.0, False, ["not parsed"]))
             continue
-        out.append(judge(docs[a], docs[b], cosine, vectors, scorer, synonym))
+        out.append(judge(readings[a], readings[b], cosine, vectors, scorer, synonym))
     return out
 
 

@@ -252,14 +252,13 @@ class SemanticDuplicates(_SemanticDuplicates):
         if self.params["checks"] and len(i):
             involved = sorted({int(x) for x in i} | {int(x) for x in j})
             docs = parse_unique([text[rep[k]] for k in involved], meaning.SPACY_NEEDS)
-            words = meaning.lemmas_of(docs.values())
+            readings = {k: meaning.read(docs[text[rep[k]]]) for k in involved if docs.get(text[rep[k]]) is not None}
+            words = meaning.lemmas_of(readings.values())
             word_vecs = dict(zip(words, text_vectors(self._model, words))) if words else {}
             scorer, synonym = self.scorer(), float(self.params["synonym"])
             for a, b, cosine in zip(i.tolist(), j.tolist(), s.tolist()):
-                doc_a, doc_b = docs.get(text[rep[a]]), docs.get(text[rep[b]])
-                if doc_a is None or doc_b is None:
-                    continue
-                judged[(a, b)] = meaning.judge(doc_a, doc_b, cosine, word_vecs, scorer, synonym)
+                if a in readings and b in readings:
+                    judged[(a, b)] = meaning.judge(readings[a], readings[b], cosine, word_vecs, scorer, synonym)
         else:
             for a, b, cosine in zip(i.tolist(), j.tolist(), s.tolist()):
                 judged[(a, b)] = meaning.PairJudgement(cosine, {"cosine": round(cosine, 4)}, cosine, True,
