@@ -11,6 +11,7 @@ import itertools
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.urls import reverse
 
@@ -19,7 +20,7 @@ from curation.models import Caption, Collection, FilterDecision, FilterRun, Imag
 from curation.pipeline import meaning, nlp
 from curation.pipeline.base import DROP, KEEP
 from curation.pipeline.executor import PipelineError, validate_steps
-from curation.pipeline.semantic_dups import SemanticDuplicates
+from curation.pipeline.semantic_dups import SemanticDuplicates, nearest
 
 pytestmark = pytest.mark.django_db
 
@@ -135,6 +136,27 @@ def test_the_checks_read_passives_participles_and_numbers():
     assert ("patient", "chase") in chased.roles["cat"] and ("agent", "chase") in chased.roles["dog"]
     features, reasons = meaning.compare(women, men, {}, 0.8)
     assert features["numbers"] == 1 and "numbers count other things" in " ".join(reasons)
+
+
+def test_swapped_heads_and_modifiers_and_other_quantifiers_are_differences():
+    texts = ["A bar of milk chocolate.", "A bar of chocolate milk.", "All students passed the exam.",
+             "Some students passed the exam.", "The opening of the library.", "The library's opening."]
+    docs = nlp.parse_unique(texts, meaning.SPACY_NEEDS)
+    milk, chocolate, every, some, of_phrase, possessive = (meaning.read(docs[t]) for t in texts)
+    features, reasons = meaning.compare(milk, chocolate, {}, 0.8)
+    assert features["role_swap"] == 1 and "head and modifier swapped" in reasons[0]
+    features, reasons = meaning.compare(every, some, {}, 0.8)
+    assert features["numbers"] == 1 and "quantities: all / some" in reasons
+    features, _ = meaning.compare(of_phrase, possessive, {}, 0.8)
+    assert features == {"negation": 0, "numbers": 0, "role_swap": 0, "substituted": 0, "added": 0}
+
+
+def test_only_each_captions_nearest_candidates_are_checked():
+    i, j = np.array([0, 0, 0, 1, 2]), np.array([1, 2, 3, 2, 3])
+    s = np.array([0.9, 0.8, 0.7, 0.95, 0.6], dtype=np.float32)
+    kept = set(zip(*[a.tolist() for a in nearest(i, j, s, 1)[:2]]))
+    assert kept == {(1, 2), (0, 1), (0, 3)}  # (2, 3) is neither row's best
+    assert len(nearest(i, j, s, 3)[0]) == 5
 
 
 def test_the_cluster_page_shows_clusters_awaiting_review_with_each_pairs_reasons(alice_client, alice):
