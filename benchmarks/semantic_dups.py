@@ -4,7 +4,8 @@ cosine alone at 0.85 (the step before the checks), with the packaged all-MiniLM-
 
     .venv/bin/python benchmarks/semantic_dups.py --pairs tests/curation/data/semantic_pairs_dev.tsv [--show]
 
-The pairs file is a TSV with the header ``label<TAB>kind<TAB>text_a<TAB>text_b`` (label 1: same meaning).
+The pairs file is a TSV with the header ``label<TAB>kind<TAB>text_a<TAB>text_b`` (label 1: same meaning; the
+kind may be left out, and other columns are ignored).
 Printed: for each method, precision, recall and F1 over the pairs it calls the same, and per kind how many
 pairs it calls the same; with ``--show``, each pair's cosine, score and reasons. Nothing is written; no
 database is used (the encoder and spaCy are loaded from their installed packages, as the step loads them).
@@ -27,22 +28,26 @@ class PairsFileError(ValueError):
 
 
 def read_pairs(path: Path) -> list[dict]:
-    """The rows of a pairs TSV; PairsFileError with the line for a file in another format."""
+    """The rows of a pairs TSV (columns label, text_a, text_b, and kind where there is one; others ignored);
+    PairsFileError with the line for a file in another format."""
     if not path.is_file():
         raise PairsFileError(f"{path}: no such file")
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if header != ["label", "kind", "text_a", "text_b"]:
+        header = [h.strip().lower() for h in next(reader, None) or []]
+        if not {"label", "text_a", "text_b"} <= set(header):
             raise PairsFileError(f"{path}: the header must be label, kind, text_a, text_b (tab-separated), "
                                  f"not {header}")
+        col = {name: header.index(name) for name in ("label", "kind", "text_a", "text_b") if name in header}
         rows = []
         for line, row in enumerate(reader, start=2):
-            if not row:
+            if not row or not any(cell.strip() for cell in row):
                 continue
-            if len(row) != 4 or row[0] not in ("0", "1") or not row[2].strip() or not row[3].strip():
-                raise PairsFileError(f"{path}, line {line}: expected label 0 or 1, a kind and two texts")
-            rows.append({"label": int(row[0]), "kind": row[1], "a": row[2].strip(), "b": row[3].strip()})
+            if len(row) < len(header) or row[col["label"]].strip() not in ("0", "1") or not row[
+                    col["text_a"]].strip() or not row[col["text_b"]].strip():
+                raise PairsFileError(f"{path}, line {line}: expected label 0 or 1 and two texts")
+            rows.append({"label": int(row[col["label"]]), "kind": row[col["kind"]] if "kind" in col else "pair",
+                         "a": row[col["text_a"]].strip(), "b": row[col["text_b"]].strip()})
     if len({r["label"] for r in rows}) < 2:
         raise PairsFileError(f"{path}: precision and recall need pairs of both labels")
     return rows

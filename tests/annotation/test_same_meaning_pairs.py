@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from annotation.aggregation import aggregate_campaign
 from annotation.models import Campaign, Task, Vote
 from annotation.routing import worker_for_user
 from annotation.same_meaning import pairs_fit
@@ -164,6 +165,11 @@ def test_the_answers_fit_a_threshold_with_precision_and_recall_and_apply_to_the_
     for task in campaign.tasks.all():
         verdict = "same" if truth_of(task) else "different"
         vote(task, judges, [verdict, verdict, "different" if verdict == "same" else verdict])
+    aggregate_campaign(campaign.pk)  # the campaign's own aggregation and pages take the kind like any other
+    for name in ("campaign-detail", "campaign-results"):
+        page = alice_client.get(reverse(name, args=[campaign.pk]))
+        assert page.status_code == 200, name
+    assert "Fit the threshold" in alice_client.get(reverse("campaign-detail", args=[campaign.pk])).content.decode()
     fit = pairs_fit(campaign)
     assert fit.usable and fit.weights is not None  # ten or more judged pairs: the weights are fitted too
     assert fit.precision >= 0.9 and fit.recall >= 0.5
