@@ -112,6 +112,13 @@ def test_the_campaign_form_creates_a_pairs_campaign_from_the_cluster_pages_link(
     assert campaign.tasks.count() >= len(PAIRS) and campaign.kind == "same_meaning"
 
 
+def test_the_command_creates_a_pairs_campaign(pairs_run, capsys):
+    call_command("campaign", "create", "--name", "Pairs from the CLI", "--kind", "same_meaning", "--collection",
+                 str(pairs_run.collection_id), "--run", str(pairs_run.pk), "--step", "0")
+    campaign = Campaign.objects.get(name="Pairs from the CLI")
+    assert campaign.tasks.count() >= len(PAIRS) and all(len(t.candidates) == 2 for t in campaign.tasks.all())
+
+
 def test_a_run_without_a_duplicates_step_or_without_a_step_is_refused(pairs_run, alice_client):
     no_step = create(alice_client, pairs_run, name="no step", step=None)
     assert no_step.status_code == 400 and "semantic-duplicates step" in no_step.json()["step"][0]
