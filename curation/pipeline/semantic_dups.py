@@ -1,11 +1,18 @@
 """Semantic duplicates: captions that say the same thing in other words (text embeddings from the packaged
 sentence encoder, or another registered one), and images that show the same thing (image embeddings from the
-registered CLIP-family model). Pairs at or above ``min_similarity`` (cosine) are joined into clusters
-(connected components, so A~B and B~C make one cluster); the curator keeps one member per cluster and the
-others are dropped with the reason ``semantic_duplicate``.
+registered CLIP-family model). Pairs at or above ``min_similarity`` (cosine) are candidates; for captions
+each candidate is then checked for what the cosine cannot see, negation, numbers, swapped roles, different
+words (``meaning``), and only the pairs judged the same meaning are joined into clusters (connected
+components, so A~B and B~C make one cluster). Caption clusters wait for the curator's review by default
+(every member kept, the others than the chosen one with the reason ``possible_duplicate``); with the action
+"drop", or a calibrated ``drop_at``, the others are dropped with the reason ``semantic_duplicate``, as image
+clusters always are.
 
 Decision details (the cluster review page reads them): ``{"cluster": smallest member id, "size", "members":
-at most 50 ids, "kept_id", "similarity": cosine to the kept member, "model": key}``.
+at most 50 ids, "kept_id", "similarity": cosine to the kept member, "model": key}``; for captions also
+``"pair"`` (the score and reasons of the member's pair with the kept one) and, on every caption with checked
+candidates, ``"pairs"`` (at most MAX_PAIRS: the other caption, cosine, score, verdict, reasons, features), which
+a same-meaning pairs campaign turns into tasks.
 
 The pairs come from FAISS range search: exact (flat inner product) up to EXACT_LIMIT distinct vectors, an
 inverted-file index above it (a duplicate pair almost always falls in the same or a probed cell). Measured on
@@ -230,7 +237,7 @@ class SemanticDuplicates(_SemanticDuplicates):
     def vectors(self, model, rows):
         from pack.embeddings import text_vectors
 
-        self._model = model
+        self._model = model  # decide_groups embeds the compared words with the same encoder
         matrix = text_vectors(model, [row.get("text") or "" for row in rows])
         return {row["caption_id"]: vec for row, vec in zip(rows, matrix)}, {}
 
