@@ -14,5 +14,6 @@ urlpatterns = [
     path("", include("annotation.web.annotator.api")),
     path("", include("annotation.web.curator.api_results")),
     path("", include("annotation.web.curator.api_verify")),
+    path("", include("annotation.web.curator.api_pairs")),
     path("", include(router.urls)),
 ]

@@ -90,6 +90,10 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:  # noqa: PLR091
         collection = Collection.objects.get(pk=selection.get("collection"))
     except (Collection.DoesNotExist, ValueError, TypeError):
         raise CampaignError("Choose an existing collection.", field="collection") from None
+    if kind.target == "pair":  # a run's candidate duplicate pairs (annotation.same_meaning)
+        from .same_meaning import pair_items
+
+        return _sample_rows(pair_items({**selection, "collection": collection.pk}), selection)
     run_id = selection.get("run")
     step = selection.get("step")
     outcome = selection.get("outcome") or ""
@@ -165,6 +169,11 @@ def select_items(kind_name: str, selection: dict) -> list[dict]:  # noqa: PLR091
             image_ids = collection.images.filter(status="ready").order_by("pk").values_list("pk", flat=True)
         rows = [{"image_id": i, "caption_id": None, "candidates": [], "model_score": None, "decision": None}
                 for i in _sampled(image_ids, selection, "images")]
+    return _sample_rows(rows, selection)
+
+
+def _sample_rows(rows: list[dict], selection: dict) -> list[dict]:
+    """The selection's random sample of ``rows``, when it asks for one smaller than them."""
     sample = selection.get("sample")
     if sample not in (None, "", 0):
         sample = int(sample)

@@ -25,7 +25,7 @@ ANNOTATOR_TEMPLATES = (
     "annotation/work/_campaigns.html",
     "annotation/work/page.html",
     "annotation/work/_panel.html",
-    *(f"annotation/work/widgets/{widget}.html" for widget in ("choices", "slider", "candidates", "verify", "write")),
+    *(f"annotation/work/widgets/{widget}.html" for widget in ("choices", "slider", "candidates", "verify", "write", "pair")),
     "annotation/work/_choices.html",
 )
 

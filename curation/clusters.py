@@ -3,18 +3,22 @@ keep-all decision on a group.
 
 The filters (``semantic_duplicates`` on captions, ``semantic_duplicate_images`` on images) give every member
 of a cluster the same ``details = {"cluster": <smallest member id>, "size", "members", "kept_id",
-"similarity", "model"}``: the kept member's outcome is keep, the others' drop. ``cluster_keep`` records the
+"similarity", "model"}``: the kept member's outcome is keep, the others' drop, except where the caption step
+clusters for review (its default): the others are kept with the reason ``possible_duplicate`` and
+``details["pair"]`` (the pair's score with the kept caption and the checks' reasons), and wait for the curator. ``cluster_keep`` records the
 curator's choice as ordinary overrides (``services.decisions_override``), so the funnel, the reviews' history
 and a release read it as they read any other override.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count, Value
 from django.db.models.functions import Coalesce, NullIf
+from django.urls import NoReverseMatch, reverse
 
 from . import services
 from .errors import IngestError
@@ -34,6 +38,19 @@ def member_target(snapshot: dict) -> str:
     return CLUSTER_FILTERS.get(snapshot.get("filter"), snapshot.get("target") or "caption")
 
 
+def pairs_campaign_url(run: FilterRun, step: int) -> str:
+    """The campaign form pre-filled for a same-meaning pairs campaign on this caption step's candidate pairs
+    (the annotation app's page, found by its URL name; "" where it is not installed)."""
+    if (run.snapshot or [])[step].get("filter") != "semantic_duplicates":
+        return ""
+    try:
+        form = reverse("campaign-create")
+    except NoReverseMatch:
+        return ""
+    return form + "?" + urlencode({"kind": "same_meaning", "collection": run.collection_id, "run": run.pk,
+                                   "step": step, "name": f"Same meaning? run #{run.pk}"})
+
+
 def _member_id(decision: FilterDecision, target: str) -> int | None:
     return decision.caption_id if target == "caption" else decision.image_id
 
@@ -50,6 +67,11 @@ class Cluster:
     @property
     def size(self) -> int:
         return len(self.members)
+
+    @property
+    def pending(self) -> bool:
+        """Clustered for review and not reviewed yet: nothing dropped until the curator decides."""
+        return any(d.reason == "possible_duplicate" and not d.override for d in self.members)
 
     @property
     def state(self) -> str:

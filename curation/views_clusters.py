@@ -37,7 +37,7 @@ def run_step_clusters(request, pk, step):
         raise Http404("This step does not group duplicates into clusters.")
     page = clusters.cluster_page(run, step, request.GET.get("page"))
     context = {"run": run, "step": step, "snapshot": snapshot, "page": page, "clusters": page.clusters,
-               "target": clusters.member_target(snapshot)}
+               "target": clusters.member_target(snapshot), "pairs_campaign_url": clusters.pairs_campaign_url(run, step)}
     return render_page(request, "runs/clusters.html", "runs/_cluster_list.html", context)
 
 

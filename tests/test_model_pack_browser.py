@@ -164,8 +164,11 @@ def test_a_curator_sees_model_stages_not_run_then_registers_a_model_searches_and
     assert cluster.locator(".member").count() == 2
     other = cluster.locator(".member").nth(1)
     member_id = other.get_attribute("data-member")
-    assert other.get_attribute("data-final") == "drop"
+    assert other.get_attribute("data-final") == "keep"  # clustered for review: nothing is dropped until Alice says
+    assert cluster.locator("[data-role=awaiting-review]").count() == 1
+    chosen_id = cluster.locator(".member").first.get_attribute("data-member")
     other.locator("button:has-text('Keep only this')").click()
+    page.wait_for_selector(f'.cluster .member[data-member="{chosen_id}"][data-final="drop"]')
     page.wait_for_selector(f'.cluster .member[data-member="{member_id}"][data-final="keep"]')
     shot(page, tmp_path, "model-pack-5-cluster-kept")
     decision = FilterDecision.objects.get(run=dedupe, step=0, caption_id=int(member_id))

@@ -51,7 +51,7 @@ def test_the_model_filters_run_with_outside_sockets_blocked(tiny_clip, collectio
     for decision in FilterDecision.objects.filter(run=run):
         by_filter.setdefault(decision.filter_name, []).append(decision)
     assert {d.reason for d in by_filter["alignment"]} == {"aligned", "below_top_percent"}
-    # Each alt-text and its lower-cased copy: one cluster each, one kept.
-    duplicates = [d for d in by_filter["semantic_duplicates"] if d.reason == "semantic_duplicate"]
+    # Each alt-text and its lower-cased copy: one cluster each, kept for the curator's review (the default).
+    duplicates = [d for d in by_filter["semantic_duplicates"] if d.reason == "possible_duplicate"]
     assert duplicates and all(d.details["size"] >= 2 for d in duplicates)
     assert all(d.details.get("model") for decisions in by_filter.values() for d in decisions)

@@ -11,6 +11,8 @@
     manage.py campaign create --name "Verify rewrites" --kind verify_rewrite --collection news --run 7 --step 2 \
         --reason uncertain_rewrite --members a,b,c --start
     manage.py campaign apply-verdicts 4
+    manage.py campaign create --name "Same meaning" --kind same_meaning --collection news --run 9 --step 1 --start
+    manage.py campaign fit-pairs 5 [--apply] [--drop]
 
 Every write goes through ``annotation.services`` (the same rules as the pages and the API); a bad
 argument stops with a CommandError that says what to fix.
@@ -36,7 +38,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="subcommand", metavar="{create,list,status,aggregate,export-votes,crowd,"
-                                                                      "ledger,apply-verdicts}")
+                                                                      "ledger,apply-verdicts,fit-pairs}")
         sub.required = True
 
         create = sub.add_parser("create", help="create a campaign from a selection of a collection")
@@ -87,10 +89,18 @@ class Command(BaseCommand):
                                                          "drop) onto its run's decisions")
         verdicts.add_argument("campaign", help="campaign id or name")
 
+        pairs = sub.add_parser("fit-pairs", help="fit a same-meaning campaign's judged pairs into the semantic-"
+                                                 "duplicates step's threshold; print precision and recall")
+        pairs.add_argument("campaign", help="campaign id or name")
+        pairs.add_argument("--apply", action="store_true", help="write the fitted weights and threshold into the "
+                                                                "run's pipeline step")
+        pairs.add_argument("--drop", action="store_true", help="with --apply: drop pairs at or above the threshold "
+                                                               "(refused unless it reaches the target precision)")
+
     def handle(self, *args, subcommand, **options):
         handler = {"create": self.create, "list": self.list, "status": self.status, "aggregate": self.aggregate,
                    "export-votes": self.export_votes, "crowd": self.crowd, "ledger": self.ledger,
-                   "apply-verdicts": self.apply_verdicts}[subcommand]
+                   "apply-verdicts": self.apply_verdicts, "fit-pairs": self.fit_pairs}[subcommand]
         handler(**options)
 
     # --- lookups ----------------------------------------------------------------------------
@@ -251,3 +261,36 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         run = (camp.selection or {}).get("run")
         self.stdout.write(self.style.SUCCESS(f"Campaign #{camp.pk} {camp.name!r} -> run #{run}: {counts_text(counts)}"))
+
+    def fit_pairs(self, *, campaign, apply=False, drop=False, **options):
+        from annotation.same_meaning import pairs_apply, pairs_fit
+
+        camp = self._campaign(campaign)
+        if drop and not apply:
+            raise CommandError("--drop goes with --apply.")
+        try:
+            fit = pairs_fit(camp)
+        except services.CampaignError as exc:
+            raise CommandError(exc.message) from None
+        summary = fit.as_dict()
+        self.stdout.write(f"Campaign #{camp.pk} {camp.name!r}: {summary['pairs_used']} judged pairs used "
+                          f"({summary['same']} same meaning), {len(summary['ties'])} ties and "
+                          f"{len(summary['single_judge'])} single judges left out, {summary['unjudged']} not judged.")
+        for message in fit.messages:
+            self.stdout.write(self.style.WARNING(message))
+        if not fit.usable:
+            if apply:
+                raise CommandError("Nothing to apply: the fit is not usable yet.")
+            return
+        cv = (f"; cross-validated precision {fit.cv_precision:.3f}, recall {fit.cv_recall:.3f}"
+              if fit.cv_precision is not None else "")
+        self.stdout.write(f"threshold {fit.threshold:.3f}: precision {fit.precision:.3f}, recall {fit.recall:.3f} on "
+                          f"the judged pairs{cv}")
+        self.stdout.write(f"weights: {fit.weights or 'the defaults'}")
+        if apply:
+            try:
+                applied = pairs_apply(campaign=camp, drop=drop)
+            except services.CampaignError as exc:
+                raise CommandError(exc.message) from None
+            self.stdout.write(self.style.SUCCESS(f"Pipeline #{applied['pipeline']} step {applied['step']}: "
+                                                 f"{applied['params']}"))

@@ -16,6 +16,7 @@ urlpatterns = [
     path("campaigns/<int:pk>/workers", views.campaign_workers, name="campaign-workers"),
     path("campaigns/<int:pk>/aggregate", views.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<int:pk>/apply-verdicts", views.campaign_apply_verdicts, name="campaign-apply-verdicts"),
+    path("campaigns/<int:pk>/pairs-fit", views.campaign_pairs_fit, name="campaign-pairs-fit"),
     path("campaigns/<int:pk>/tasks", views.campaign_tasks, name="campaign-tasks"),
     path("campaigns/<int:pk>/export.csv", views.campaign_export, name="campaign-export"),
     path("campaigns/<int:pk>/results/", results_views.campaign_results, name="campaign-results"),

@@ -43,6 +43,7 @@ from .listing import (
     campaign_list,
     instructions_preview,
 )
+from .pairs import campaign_pairs_fit
 from .task_list import TASKS_PER_PAGE, campaign_tasks
 from .verify import campaign_apply_verdicts
 from .workers import campaign_members, campaign_workers
@@ -52,4 +53,4 @@ __all__ = ["campaign_list", "campaign_create", "campaign_detail", "campaign_prog
            "campaign_export", "instructions_preview", "worker_rows", "agreement_hint", "dashboard_context",
            "DEFAULT_PRECISION", "MAX_LIVE_VOTES", "STATUS_ACTIONS", "CAMPAIGNS_PER_PAGE", "TASKS_PER_PAGE",
            "GOLD_PER_PAGE", "campaign_crowd", "campaign_ledger", "LEDGER_PER_PAGE",
-           "campaign_apply_verdicts"]
+           "campaign_apply_verdicts", "campaign_pairs_fit"]

@@ -1,0 +1,423 @@
+"""Same words or same meaning? Checks on a pair of captions that a sentence encoder puts close together.
+
+A bi-encoder's cosine is high for captions that share their words, whatever those words do: "A dog chases a
+cat" and "A cat chases a dog" sit at 0.97 with all-MiniLM-L6-v2, above most paraphrases. So a candidate pair
+(cosine at or above the step's ``min_similarity``) is compared on the spaCy parse of each caption:
+
+- ``negation``: one caption negates where the other does not (``neg`` dependents, "no", "without", "never"...);
+- ``numbers``: the numerals differ (digits, number words, ordinals, times, decades), or the same numeral
+  counts different nouns of a coordination ("two women and a man" / "two men and a woman");
+- ``role_swap``: a noun that is the agent of the action in one caption is its patient or place in the other,
+  and the other way round (subject, object and agent read from the dependencies, passives and participle
+  clauses included: "a child is carried by his father" has the father as agent); or a noun that modifies
+  another in one caption is modified by it in the other ("milk chocolate" / "chocolate milk", "the dog's
+  owner" / "the owner's dog");
+- quantifiers (a closed class: all / some / many / few) count with the numbers;
+- content words (nouns, proper nouns, adjectives, verbs, adverbs, without numerals, negations and stop words)
+  matched by lemma, then by near synonym: the encoder's vectors of the two words at cosine >= ``synonym``.
+  What is left over is a ``substituted`` word when the other caption has an unmatched word of the same part
+  class ("full" / "empty", "violin" / "piano", "rises" / "sets"), else an ``added`` word (a detail one
+  caption has and the other lacks). Antonyms are caught as substitutions, with no list of antonym pairs:
+  an antonym is a word of the same class that is not a near synonym. Three general mechanisms cover the
+  antonyms a sentence encoder puts close: adjectives need ADJECTIVE_MARGIN more to pass for synonyms;
+  contrasting compounds ("upstairs" / "downstairs": the same last part, different first parts) are
+  substitutions however close; a word that is the other's with a negating prefix ("locked" / "unlocked")
+  is a negation. Prepositions and particles, a closed class, are compared through the pairs that point
+  opposite ways (OPPOSITE: "before" / "after", "up" / "down"...).
+
+Each check is a feature of the pair; ``PairScorer`` combines them with the cosine into a logistic score
+(default weights below, fitted ones from people's "same meaning?" judgements, ``fit_scorer``) and a pair is
+the same meaning at ``score >= threshold``. The reasons are kept in words for the review page.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+NEGATIONS = {"not", "no", "never", "without", "nobody", "nothing", "none", "neither", "nor", "n't", "nowhere"}
+# Verbs that carry tense or voice rather than content, and the words captions use to frame a picture
+# ("close-up of", "top view", "shown in"): neither changes what is shown.
+LIGHT = {"be", "have", "do", "get", "show", "see", "view", "photo", "image", "picture", "shot",
+         "also", "here", "there", "again", "just", "very", "so", "then", "now", "together"}
+NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
+NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+                     "ninety": 90, "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
+                     "dozen": 12, "single": 1, "double": 2, "pair": 2, "couple": 2})
+ORDINALS = {w: i for i, w in enumerate(
+    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth".split())}
+ORDINALS.update({"last": -1})
+_ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)")
+_CLOCK = re.compile(r"\d+([:.]\d+)+")
+# Prepositions and particles are a closed class: the pairs that point opposite ways are listed once, here.
+OPPOSITE = {frozenset(p) for p in (("before", "after"), ("above", "below"), ("over", "under"), ("inside", "outside"),
+                                   ("in", "out"), ("into", "out"), ("up", "down"), ("on", "off"), ("toward", "away"),
+                                   ("towards", "away"), ("behind", "front"), ("to", "from"),
+                                   ("onto", "off"), ("upstairs", "downstairs"), ("uphill", "downhill"))}
+# Gradable adjectives and their antonyms sit close in a sentence encoder's space (all-MiniLM-L6-v2: cheap /
+# expensive 0.80, thin / thick 0.82, large / small 0.79) closer than nouns do: an adjective needs this much more
+# to pass for a synonym (big / large, 0.81, then counts as a different word: a paraphrase missed, not a wrong merge).
+ADJECTIVE_MARGIN = 0.05
+# Quantifiers, a closed class, by what they claim of the set.
+QUANTIFIERS = {"all": "all", "every": "all", "each": "all", "both": "all", "some": "some", "several": "some",
+               "many": "many", "most": "many", "numerous": "many", "few": "few", "little": None}
+AGENT, PATIENT = "agent", "patient"
+SPACY_NEEDS = frozenset({"pos", "lemma", "deps"})
+
+FEATURES = ("cosine", "negation", "numbers", "role_swap", "substituted", "added")
+
+
+# --- what one caption says ------------------------------------------------------------------------
+
+@dataclass
+class Reading:
+    """What the checks read from one parsed caption."""
+
+    content: list[tuple[str, str, str]]  # (lemma, coarse part of speech, dependency slot "dep:head lemma")
+    directions: set  # prepositions and particles of the closed class OPPOSITE knows
+    modifiers: set  # the lemmas of adjectives and adverbs (a stricter synonym cut-off, ADJECTIVE_MARGIN)
+    negations: int
+    numbers: Counter  # numeral value -> count
+    counted: set  # (numeral value, noun lemma it counts)
+    roles: dict[str, set] = field(default_factory=dict)  # noun lemma -> {(agent or patient, verb lemma)}
+    edges: set = field(default_factory=set)  # (head noun, noun that modifies it): "milk chocolate", "the dog's owner"
+    quantities: set = field(default_factory=set)  # quantifier classes: "all", "some", "many", "few"
+
+
+def _number(token) -> str | None:
+    text = token.lower_.replace(",", "")
+    if text in NUMBER_WORDS and token.pos_ in ("NUM", "NOUN", "ADJ"):
+        return str(NUMBER_WORDS[text])
+    ordinal = _ORDINAL.fullmatch(text)
+    if ordinal or (text in ORDINALS and token.pos_ == "ADJ"):
+        return f"#{ordinal.group(1) if ordinal else ORDINALS[text]}"  # "2nd" and "second" alike
+    if _CLOCK.fullmatch(text) or re.fullmatch(r"\d+s", text):
+        return text  # a time of day, a decade
+    if token.like_num or re.fullmatch(r"\d+(\.\d+)?", text):
+        try:
+            value = float(text)
+        except ValueError:
+            return text
+        return str(int(value)) if value == int(value) else str(value)
+    return None
+
+
+def _lemma(token) -> str:
+    return (token.lemma_ or token.text).lower()
+
+
+ARG_DEPS = {"nsubj", "nsubjpass", "dobj", "pobj", "dative"}
+
+
+def _verb_of(token):
+    """The verb (or the participle) a noun is an argument of, through prepositions ("on top of")."""
+    head = token.head
+    while head.pos_ not in ("VERB", "AUX") and head.dep_ in ("prep", "pobj", "agent") and head.head is not head:
+        head = head.head
+    return head if head.pos_ in ("VERB", "AUX") else None
+
+
+def _noun_role(token) -> tuple[str, str] | None:
+    """(agent or patient, the verb's lemma) of a noun; conjuncts share their head's role."""
+    while token.dep_ == "conj" and token.head is not token:
+        token = token.head
+    dep = token.dep_
+    if dep in ARG_DEPS or dep == "agent":
+        verb = _verb_of(token)
+        if verb is None:
+            return None
+        if dep == "nsubj" or (dep == "pobj" and token.head.dep_ == "agent"):
+            return AGENT, _lemma(verb)
+        return PATIENT, _lemma(verb)
+    if token.pos_ in ("NOUN", "PROPN") and dep in ("ROOT", "dep", "appos"):
+        # "A dog chasing a cat": the dog acts; "A cat chased by a dog": the cat undergoes.
+        for child in token.children:
+            if child.dep_ in ("acl", "relcl") and child.pos_ == "VERB":
+                return (PATIENT if child.tag_ == "VBN" else AGENT), _lemma(child)
+    return None
+
+
+def _word_class(token) -> str | None:
+    """"noun" (things: nouns, and any word in an argument's place, as a name tagged an adjective), "other"
+    (what things are and do: adjectives, verbs, adverbs, and particles used as predicates, "the light is
+    off"), or None for a word the checks do not compare."""
+    if token.dep_ in ARG_DEPS and token.pos_ not in ("PRON", "DET", "NUM"):
+        return "noun"
+    if token.pos_ in ("NOUN", "PROPN"):
+        return "noun"
+    if token.pos_ in ("ADP", "ADV") and token.dep_ in ("advmod", "prt", "acomp") and (
+            token.tag_ == "RP" or token.head.lemma_ == "be") and not any(c.dep_ == "pobj" for c in token.children):
+        return "other"  # a particle as the predicate: "the light is on" / "off"
+    if token.pos_ in ("ADJ", "VERB") or (token.pos_ == "ADV" and not token.is_stop):
+        return "other"
+    return None
+
+
+def _noun_edge(token) -> tuple[str, str] | None:
+    """(head, modifier) when a noun modifies another noun: a compound, a possessor, an "of" phrase."""
+    head = token.head
+    if token.dep_ == "pobj" and head.lower_ == "of" and head.head is not head:
+        head = head.head
+    elif token.dep_ not in ("compound", "poss"):
+        return None
+    if head.pos_ in ("NOUN", "PROPN") and head is not token:
+        return _lemma(head), _lemma(token)
+    return None
+
+
+def read(doc) -> Reading:
+    content, numbers, counted, roles, negations = [], Counter(), set(), {}, 0
+    directions, modifiers, edges, quantities = set(), set(), set(), set()
+    opposable = {w for pair in OPPOSITE for w in pair}
+    for token in doc:
+        lower = token.lower_
+        if lower in opposable:
+            directions.add(lower)
+        if QUANTIFIERS.get(lower) and token.pos_ in ("DET", "ADJ", "PRON"):
+            quantities.add(QUANTIFIERS[lower])
+        if token.dep_ == "neg" or lower in NEGATIONS:
+            negations += 1
+            continue
+        value = _number(token)
+        if value is not None and (token.pos_ in ("NUM", "X") or token.dep_ == "nummod" or value.startswith("#")
+                                  or not value.replace(".", "").isdigit()):
+            numbers[value] += 1
+            head = token.head
+            if head is not token and head.pos_ in ("NOUN", "PROPN"):
+                conj = {_lemma(c) for c in head.conjuncts}
+                if conj:  # a numeral counts within a coordination: "two women and a man"
+                    counted.add((value, _lemma(head)))
+            continue
+        kind = _word_class(token)
+        lemma = _lemma(token)
+        if kind is None or lemma in LIGHT or not any(ch.isalpha() for ch in lemma):
+            continue
+        content.append((lemma, kind, f"{token.dep_}:{_lemma(token.head)}"))
+        if token.pos_ in ("ADJ", "ADV"):
+            modifiers.add(lemma)
+        if kind == "noun":
+            role, edge = _noun_role(token), _noun_edge(token)
+            if role:
+                roles.setdefault(lemma, set()).add(role)
+            if edge:
+                edges.add(edge)
+    return Reading(content, directions, modifiers, negations, numbers, counted, roles, edges, quantities)
+
+
+# --- comparing two readings -----------------------------------------------------------------------
+
+def _negating_prefix(a: str, b: str) -> bool:
+    return any(a == p + b or b == p + a for p in NEGATING_PREFIXES)
+
+
+def _contrasting_compounds(a: str, b: str) -> bool:
+    """Words built on the same last part with different first parts ("upstairs" / "downstairs", "indoor" /
+    "outdoor"): close in the encoder's space because they share it, opposite because of what differs."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n >= 3 and len(a) - n >= 2 and len(b) - n >= 2
+
+
+def _match_words(a: list[str], b: list[str], vectors, synonym: float):
+    """Pairs (i, j, similarity) of a's and b's unmatched words, most similar first, each word once."""
+    if not a or not b:
+        return []
+    sims = np.array([[float(vectors[x] @ vectors[y]) for y in b] for x in a])
+    pairs, used_a, used_b = [], set(), set()
+    for flat in np.argsort(-sims, axis=None):
+        i, j = divmod(int(flat), len(b))
+        if i in used_a or j in used_b:
+            continue
+        used_a.add(i)
+        used_b.add(j)
+        pairs.append((i, j, float(sims[i, j])))
+    return pairs
+
+
+def _role_swap(a: Reading, b: Reading) -> str:
+    """The reason, or "": two nouns that are agent and patient of the same verb in one caption and the other way
+    round in the other, or a noun that modifies another in one caption and is modified by it in the other."""
+    shared = sorted(set(a.roles) & set(b.roles))
+    for x in shared:
+        for role, verb in a.roles[x]:
+            if role != AGENT or (PATIENT, verb) not in b.roles[x]:
+                continue
+            for y in shared:
+                if y != x and (PATIENT, verb) in a.roles[y] and (AGENT, verb) in b.roles[y]:
+                    return f"roles swapped: '{x}' and '{y}'"
+    for head, modifier in sorted(a.edges - b.edges):
+        if (modifier, head) in b.edges and (modifier, head) not in a.edges:
+            return f"head and modifier swapped: '{modifier} {head}' / '{head} {modifier}'"
+    return ""
+
+
+@dataclass
+class WordMatch:
+    """How the content words of two captions pair up, beyond the lemmas they share."""
+
+    prefixed: list  # (x, y): one is the other with a negating prefix
+    synonyms: list  # (x, y, similarity) at or above the synonym cut-off
+    contrasts: list  # (x, y, similarity): close, but contrasting compounds
+    substituted: list  # (x, y, similarity): the same class of word, not a synonym
+    added: list  # words only one caption has
+
+
+def match_words(a: Reading, b: Reading, vectors, synonym: float) -> WordMatch:
+    lemmas_a, lemmas_b = Counter(w for w, _, _ in a.content), Counter(w for w, _, _ in b.content)
+    left_a = list((lemmas_a - lemmas_b).elements())
+    left_b = list((lemmas_b - lemmas_a).elements())
+    found = WordMatch([(x, y) for x in set(left_a) for y in set(left_b) if _negating_prefix(x, y)], [], [], [], [])
+    for x, y in found.prefixed:
+        left_a.remove(x)
+        left_b.remove(y)
+    modifiers = a.modifiers | b.modifiers
+    for i, j, sim in _match_words(left_a, left_b, vectors, synonym):
+        x, y = left_a[i], left_b[j]
+        if sim >= synonym + (ADJECTIVE_MARGIN if x in modifiers or y in modifiers else 0.0):
+            (found.contrasts if _contrasting_compounds(x, y) else found.synonyms).append((x, y, sim))
+    matched = found.synonyms + found.contrasts
+    rest_a = Counter(left_a) - Counter(x for x, _, _ in matched)
+    rest_b = Counter(left_b) - Counter(y for _, y, _ in matched)
+    class_of = {w: c for w, c, _ in a.content + b.content}
+    for kind in sorted({class_of[w] for w in rest_a} | {class_of[w] for w in rest_b}):
+        xs = [w for w in rest_a.elements() if class_of[w] == kind]
+        ys = [w for w in rest_b.elements() if class_of[w] == kind]
+        pairs = _match_words(xs, ys, vectors, synonym)
+        found.substituted += [(xs[i], ys[j], sim) for i, j, sim in pairs]
+        found.added += [x for k, x in enumerate(xs) if k not in {i for i, _, _ in pairs}]
+        found.added += [y for k, y in enumerate(ys) if k not in {j for _, j, _ in pairs}]
+    return found
+
+
+def _numbers_differ(a: Reading, b: Reading) -> str:
+    """The reason the numerals differ, or ""."""
+    if +a.numbers != +b.numbers:
+        return f"numbers: {_numbers_text(a.numbers)} / {_numbers_text(b.numbers)}"
+    wrong = a.counted ^ b.counted
+    if wrong:
+        return "numbers count other things: " + ", ".join(f"{v} {n}" for v, n in sorted(wrong))
+    if a.quantities and b.quantities and a.quantities != b.quantities:
+        return f"quantities: {', '.join(sorted(a.quantities))} / {', '.join(sorted(b.quantities))}"
+    return ""
+
+
+def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list[str]]:
+    """The checks' features (without the cosine) and their reasons in words."""
+    words = match_words(a, b, vectors, synonym)
+    reasons = [f"negation: '{x}' / '{y}'" for x, y in words.prefixed]
+    negation = int(a.negations != b.negations or bool(words.prefixed))
+    if a.negations != b.negations:
+        reasons.append(f"negation: {a.negations} negation(s) against {b.negations}")
+    opposite = sorted((x, y) for x in a.directions - b.directions for y in b.directions - a.directions
+                      if frozenset((x, y)) in OPPOSITE)
+    reasons += [f"opposite direction: '{x}' / '{y}'" for x, y in opposite]
+    reasons += [f"contrasting compounds: '{x}' / '{y}'" for x, y, _ in words.contrasts]
+    reasons += [f"different word: '{x}' / '{y}' (similarity {sim:.2f})" for x, y, sim in words.substituted]
+    if words.added:
+        reasons.append("only in one caption: " + ", ".join(f"'{w}'" for w in words.added))
+    numbers = _numbers_differ(a, b)
+    if numbers:
+        reasons.append(numbers)
+    swap = _role_swap(a, b)
+    if swap:
+        reasons.append(swap)
+    reasons += [f"synonyms: '{x}' / '{y}' ({sim:.2f})" for x, y, sim in words.synonyms]
+    features = {"negation": negation, "numbers": int(bool(numbers)), "role_swap": int(bool(swap)),
+                "substituted": len(words.substituted) + len(words.contrasts) + len(opposite),
+                "added": len(words.added)}
+    return features, reasons
+
+
+def _numbers_text(numbers: Counter) -> str:
+    return ", ".join(sorted(numbers.elements())) or "none"
+
+
+# --- the score --------------------------------------------------------------------------------------
+
+# Default weights of the logistic score, set by reasoning, not fitted: a pair at cosine 0.65 with nothing
+# found is at the boundary; a negation, a numeral, a swap or a substituted word each outweighs any cosine
+# (the encoder cannot tell them apart); a detail on one side only costs what 0.12 of cosine does (paraphrases
+# add light words: "eating breakfast" / "having breakfast", "set of four glasses" / "four glasses").
+DEFAULT_WEIGHTS = {"bias": -6.5, "cosine": 10.0, "negation": -8.0, "numbers": -8.0, "role_swap": -8.0,
+                   "substituted": -4.0, "added": -1.2}
+DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass
+class PairScorer:
+    weights: dict = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    threshold: float = DEFAULT_THRESHOLD
+
+    def score(self, features: dict) -> float:
+        z = self.weights.get("bias", 0.0) + sum(self.weights.get(k, 0.0) * float(features.get(k, 0))
+                                                 for k in FEATURES)
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+@dataclass
+class PairJudgement:
+    cosine: float
+    features: dict
+    score: float
+    same: bool
+    reasons: list[str]
+
+    def as_details(self) -> dict:
+        return {"cosine": round(self.cosine, 4), "score": round(self.score, 4), "same": self.same,
+                "reasons": self.reasons[:8], "features": self.features}
+
+
+def judge(a: Reading, b: Reading, cosine: float, vectors, scorer: PairScorer, synonym: float) -> PairJudgement:
+    """One pair (the ``read`` of each parse): ``vectors`` maps every content lemma of both to a unit vector
+    (``word_vectors``)."""
+    features, reasons = compare(a, b, vectors, synonym)
+    features = {"cosine": round(float(cosine), 4), **features}
+    score = scorer.score(features)
+    return PairJudgement(float(cosine), features, score, score >= scorer.threshold, reasons)
+
+
+def lemmas_of(readings) -> list[str]:
+    """Every content lemma the checks will compare (for ``word_vectors``)."""
+    return sorted({w for reading in readings for w, _, _ in reading.content})
+
+
+def word_vectors(words: list[str], encode) -> dict[str, np.ndarray]:
+    """Unit vectors of single words by the sentence encoder (``encode(texts) -> matrix``)."""
+    if not words:
+        return {}
+    matrix = np.asarray(encode(words), dtype=np.float32)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
+    return dict(zip(words, matrix))
+
+
+def judge_texts(pairs: list[tuple[str, str]], *, encode, parse, scorer: PairScorer | None = None,
+                synonym: float = 0.8) -> list[PairJudgement]:
+    """Judge caption pairs by their texts: ``encode(texts) -> unit vectors`` (the sentence encoder), ``parse(texts)
+    -> {text: Doc}`` (spaCy with SPACY_NEEDS). The cosine is the encoder's, as in the step."""
+    scorer = scorer or PairScorer()
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    if not texts:
+        return []
+    sentence = dict(zip(texts, np.asarray(encode(texts), dtype=np.float32)))
+    readings = {t: read(doc) for t, doc in parse(texts).items() if doc is not None}
+    vectors = word_vectors(lemmas_of(readings.values()), encode)
+    out = []
+    for a, b in pairs:
+        cosine = float(sentence[a] @ sentence[b])
+        if a not in readings or b not in readings:
+            out.append(PairJudgement(cosine, {"cosine": round(cosine, 4)}, 0.0, False, ["not parsed"]))
+            continue
+        out.append(judge(readings[a], readings[b], cosine, vectors, scorer, synonym))
+    return out
+
+
+__all__ = ["DEFAULT_THRESHOLD", "DEFAULT_WEIGHTS", "FEATURES", "PairJudgement", "PairScorer", "Reading", "WordMatch",
+           "match_words",
+           "SPACY_NEEDS", "compare", "judge", "judge_texts", "lemmas_of", "read", "word_vectors"]
