@@ -202,3 +202,26 @@ def test_two_captioner_groups_below_retrieval_are_said_so_and_cider_uses_a_boots
     assert "A is not distinguishable from B" in page and "3 of 3 run(s) do not beat retrieval" in page
     group_page = client.get(reverse("training-group-detail", args=["ga"])).content.decode()
     assert 'id="group-baselines"' in group_page and "below the most frequent caption" in group_page
+
+
+def test_clip_s_is_shown_beside_the_human_references_clip_s_with_a_note_naming_the_model(tiny_clip, client, curator):
+    release, _, _ = tiny_release("clip-ref", n=12, splits={"train": 0.5, "val": 0.0, "test": 0.5})
+    run, _, _, metrics = evaluated(release)
+    clip = metrics["clip"]
+    assert 0.0 <= clip["references_CLIP-S"] <= 2.5 and clip["model"] == tiny_clip.key
+    assert tiny_clip.key in clip["note"] and "ViT-B/32" in clip["note"] and "references" in clip["note"]
+    assert 0.0 <= metrics["intervals"]["CLIP-S"]["low"] <= metrics["intervals"]["CLIP-S"]["high"] <= 2.5
+    finished(run, metrics)
+    client.force_login(curator)
+    page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
+    assert 'id="clip-note"' in page and tiny_clip.key in page
+    out = StringIO()
+    call_command("models", "--kind", "captioner", stdout=out)
+    assert f"(references {clip['references_CLIP-S']:.3f}, {tiny_clip.key})" in out.getvalue()
+
+
+def test_a_run_scored_on_its_train_split_is_not_judged_by_retrieval_of_its_own_images():
+    release, _, _ = tiny_release("train-only", n=6)
+    _, _, _, metrics = evaluated(release)
+    assert "retrieval" not in metrics["caption_baselines"] and "most_frequent" in metrics["caption_baselines"]
+    assert metrics["retrieval_verdict"]["beats_retrieval"] is None
