@@ -139,6 +139,8 @@ def test_a_captioner_below_retrieval_is_marked_everywhere_and_activated_only_wit
     assert "below-retrieval" in client.get(reverse("model-list")).content.decode()
     api = client.get(f"/api/model-versions/{version.pk}/").json()
     assert api["beats_retrieval"] is False and api["caption_baselines"]["retrieval"]["CIDEr"] >= 0
+    refused = client.post(f"/api/model-versions/{version.pk}/activate/", {}, content_type="application/json")
+    assert refused.status_code == 400 and refused.json()["code"] == "does_not_beat_retrieval"
     out = StringIO()
     call_command("models", "--kind", "captioner", stdout=out)
     assert "does not beat retrieval" in out.getvalue() and "retrieval " in out.getvalue()
@@ -147,6 +149,21 @@ def test_a_captioner_below_retrieval_is_marked_everywhere_and_activated_only_wit
     call_command("models", "activate", "captioner", str(version.version), "--force", stdout=StringIO())
     version.refresh_from_db()
     assert version.active
+
+
+def test_a_captioner_that_beats_retrieval_by_an_interval_above_zero_is_activated_without_force():
+    from modeling.trainers.captioner_judge import retrieval_verdict
+
+    rng = np.random.default_rng(2)
+    retrieval = rng.uniform(0, 1, 30)
+    above = retrieval_verdict(list(retrieval + 0.5), {"CIDEr": retrieval.mean(), "_per_image": {"CIDEr": retrieval}}, "")
+    level = retrieval_verdict(list(retrieval + rng.normal(0, 0.2, 30)),
+                              {"CIDEr": retrieval.mean(), "_per_image": {"CIDEr": retrieval}}, "")
+    assert above["beats_retrieval"] is True and above["low"] > 0
+    assert level["beats_retrieval"] is False and level["low"] <= 0 <= level["high"]  # higher is not enough
+    run = TrainingRun.objects.create(kind="captioner", config={})
+    version = finished(run, {"CIDEr": 1.0, "retrieval_verdict": above})
+    assert registry.activate(version).active
 
 
 def test_the_cli_shows_not_usable_for_a_captioner_version():
