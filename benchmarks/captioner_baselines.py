@@ -63,7 +63,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.train_images, args.test_images = 2_000, 100
-    print(f"django: {setup_django()}")
+    print(f"django: {setup_django()}", flush=True)
     import torch
 
     from modeling.captioning import baselines

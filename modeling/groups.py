@@ -5,13 +5,16 @@ Seed-to-seed swings of a captioner are as large as the differences between strat
 CIDEr 1.035 vs 0.674 on seeds 1 and 2 of one config), so a page that bolds the higher of two runs
 reports noise. Here a difference is only called one when the 95% interval of the difference between
 the groups excludes zero: paired by seed index when both groups ran the same seeds (the same split and
-initialisation draw on both sides), else Welch's t-test on the two groups' values.
+initialisation draw on both sides), else Welch's t-test on the two groups' values. A captioner's CIDEr, where
+every run stored its per-image scores, is compared by a bootstrap over both the seeds and the test images (paired
+by image). Intervals are cut to the metric's range; losses are not compared (each is its own model's loss).
 
     create_repeats(...)      N queued runs with seeds seed, seed+1, ... sharing a group
     group_runs(group)        the group's runs (selector)
     summarise(values)        n, mean, sd, 95% interval
     group_summary(runs)      per metric: summarise over the finished runs
     compare_groups(a, b)     per metric: both summaries, the difference, its interval and a verdict
+    retrieval_summary(runs)  a captioner group against its trivial captioners (captioner_judge)
 """
 from __future__ import annotations
 

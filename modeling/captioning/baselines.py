@@ -6,7 +6,7 @@
   images by cosine similarity (FAISS, exact inner product on L2-normalised vectors), pool their captions, and
   output the consensus caption, the candidate with the highest mean similarity to the other candidates. The
   similarity is CIDEr's own: the cosine of TF-IDF weighted n-gram vectors (n = 1..4), averaged over n (Vedantam
-  et al. 2015), with document frequencies from the training captions;
+  et al. 2015), with document frequencies from the retrieved training captions;
 - ``source_text``: where the release's items were transformed from a raw text (alt text, a translation source), the
   raw text itself, on the images that have one.
 
@@ -56,7 +56,7 @@ def nearest_images(train_features, query_features, k: int) -> np.ndarray:
 def ngram_vectors(texts: list[str]):
     """Sparse [len(texts), 4 * 2^20]: per n = 1..4 the L2-normalised TF-IDF n-gram vector scaled by 1/2, side by
     side, so that the dot product of two rows is the mean over n of their TF-IDF cosines (CIDEr's similarity,
-    without its length penalty). Document frequencies from ``texts`` themselves (the training captions). The
+    without its length penalty). Document frequencies from ``texts`` themselves (the retrieved captions). The
     n-grams are hashed into 2^20 buckets per order: no vocabulary of millions of n-grams is built (10x faster on
     100,000 captions, benchmarks/captioner_baselines.py), and collisions are rare at that width."""
     from scipy.sparse import hstack
@@ -98,14 +98,16 @@ def retrieval_captions(train_features, train_captions: list[list[str]], query_fe
     if len(train_captions) == 0 or len(query_features) == 0:
         return [""] * len(query_features)
     found = nearest_images(train_features, query_features, k)
-    texts = [t for captions in train_captions for t in captions]
     starts = np.cumsum([0] + [len(c) for c in train_captions])
+    pools = [[r for i in row if i >= 0 for r in range(starts[i], starts[i + 1])][:max_candidates] for row in found]
+    # Only the captions some query retrieved are vectorised (their document frequencies among themselves, as CIDEr
+    # takes them from the captions it scores), so the cost follows the test split, not the training set.
+    used = sorted({r for pool in pools for r in pool})
+    position = {r: n for n, r in enumerate(used)}
+    flat = [t for captions in train_captions for t in captions]
+    texts = [flat[r] for r in used]
     vectors = ngram_vectors(texts)
-    out = []
-    for row in found:
-        rows = [r for i in row if i >= 0 for r in range(starts[i], starts[i + 1])][:max_candidates]
-        out.append(consensus(rows, texts, vectors))
-    return out
+    return [consensus([position[r] for r in pool], texts, vectors) for pool in pools]
 
 
 def skip_reason(train_images: int, train_features, query_features) -> str:
