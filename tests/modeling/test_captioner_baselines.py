@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from modeling import groups, registry
+from modeling import engine, groups, registry
 from modeling.captioning import baselines, bootstrap
 from modeling.captioning.metrics import caption_metrics
 from modeling.models import ModelVersion, TrainingRun
@@ -22,6 +22,7 @@ from modeling.trainers import get_trainer
 from modeling.trainers.base import TrainingError
 
 from .test_captioning import make_run, tiny_release
+from .tiny_vision import build_tiny_vit, register
 
 pytestmark = pytest.mark.django_db
 CPU = torch.device("cpu")
@@ -242,3 +243,27 @@ def test_a_run_scored_on_its_train_split_is_not_judged_by_retrieval_of_its_own_i
     _, _, _, metrics = evaluated(release)
     assert "retrieval" not in metrics["caption_baselines"] and "most_frequent" in metrics["caption_baselines"]
     assert metrics["retrieval_verdict"]["beats_retrieval"] is None
+
+
+@pytest.fixture
+def vit(models_dir):
+    return register(models_dir, "tiny-vit", build_tiny_vit)
+
+
+def test_a_run_group_on_frozen_vit_features_is_judged_by_retrieval_over_those_features(vit, client, curator):
+    release, _, _ = tiny_release("vit-group", n=12, splits={"train": 0.5, "val": 0.0, "test": 0.5})
+    config = {"device": "cpu", "epochs": 2, "min_count": 1, "min_train_captions": 1, "min_vocabulary": 1,
+              "embed": 16, "hidden": 16, "dropout": 0.0, "meteor": False, "beam_size": 2, "loader_workers": 0,
+              "encoder": "tiny-vit", "seed": 1}
+    runs = [engine.train(r.pk) for r in groups.create_repeats("captioner-lstm", config, 2, release=release)]
+    assert all(r.status == TrainingRun.Status.DONE for r in runs), [r.error for r in runs]
+    for run in runs:
+        stored = run.model_version.metrics
+        assert stored["retrieval_verdict"]["beats_retrieval"] in (True, False)
+        assert any("frozen tiny-vit features" in n for n in stored["caption_baselines"]["notes"])
+    client.force_login(curator)
+    page = client.get(reverse("training-group-detail", args=[runs[0].group])).content.decode()
+    assert 'id="group-baselines"' in page and "caption_baselines.retrieval.CIDEr" in page
+    listed = client.get(f"/api/training-runs/?group={runs[0].group}").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert all(r["caption_baselines"]["retrieval"]["CIDEr"] >= 0 for r in rows)
