@@ -14,6 +14,7 @@ Nothing here knows about runs or models: features, captions and references in, t
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -40,6 +41,13 @@ def normalise(features) -> np.ndarray:
     x = np.ascontiguousarray(np.asarray(features, dtype=np.float32))
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(norms, 1e-12)
+
+
+def neighbourhood(k: int, train_images: int) -> int:
+    """The k actually used: at most sqrt(training images), so that on a small training split the neighbourhood stays
+    local (k = 30 of 36 images would make retrieval the consensus of the whole split, the most frequent caption
+    again); 30 from 900 training images on."""
+    return max(1, min(int(k), int(math.sqrt(train_images)), train_images))
 
 
 def nearest_images(train_features, query_features, k: int) -> np.ndarray:
@@ -97,7 +105,7 @@ def retrieval_captions(train_features, train_captions: list[list[str]], query_fe
     """One consensus caption per query image from the captions of its k nearest training images."""
     if len(train_captions) == 0 or len(query_features) == 0:
         return [""] * len(query_features)
-    found = nearest_images(train_features, query_features, k)
+    found = nearest_images(train_features, query_features, neighbourhood(k, len(train_captions)))
     starts = np.cumsum([0] + [len(c) for c in train_captions])
     pools = [[r for i in row if i >= 0 for r in range(starts[i], starts[i + 1])][:max_candidates] for row in found]
     # Only the captions some query retrieved are vectorised (their document frequencies among themselves, as CIDEr

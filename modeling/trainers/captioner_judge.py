@@ -89,7 +89,7 @@ def judge(model, prepared, split: dict, candidates: dict, references: dict, mode
     frequent = baselines.most_frequent_caption(texts)
     if frequent:
         out["most_frequent"] = _scored(references, dict.fromkeys(candidates, frequent), meteor) | {"caption": frequent}
-    k = int(config.get("retrieval_k") or baselines.DEFAULT_K)
+    k = baselines.neighbourhood(int(config.get("retrieval_k") or baselines.DEFAULT_K), train_images)
     train_features = query = None
     on_train = prepared.info.get("eval_split") == "train"
     if train_images >= 2 and not on_train:
@@ -102,9 +102,9 @@ def judge(model, prepared, split: dict, candidates: dict, references: dict, mode
         out["notes"].append(f"retrieval left out: {skipped}")
     else:
         found = baselines.retrieval_captions(train_features, train_refs, query, k=k)
-        retrieval = _scored(references, dict(zip(candidates, found)), meteor) | {"k": min(k, train_images)}
+        retrieval = _scored(references, dict(zip(candidates, found)), meteor) | {"k": k}
         out["retrieval"] = retrieval
-        out["notes"].append(f"retrieval: the consensus caption of the {min(k, train_images)} nearest of "
+        out["notes"].append(f"retrieval: the consensus caption of the {k} nearest of "
                             f"{train_images} training images by cosine of {_feature_origin(prepared.info)}")
     sources = {i: split["sources"][i] for i in candidates if i in split.get("sources", {})}
     if sources:

@@ -79,7 +79,9 @@ def test_baselines_are_computed_on_the_runs_test_split_and_an_untrained_captione
     for name in ("most_frequent", "retrieval"):
         assert {"BLEU-4", "ROUGE-L", "CIDEr"} <= set(base[name]) and 0 <= base[name]["BLEU-4"] <= 1
     assert base["most_frequent"]["caption"] in {"a red square", "the red picture"} or base["most_frequent"]["caption"]
-    assert base["retrieval"]["k"] == min(30, len(prepared.train["image_ids"]))
+    # sqrt of the training images: a local neighbourhood, not all of them
+    assert base["retrieval"]["k"] == int(len(prepared.train["image_ids"]) ** 0.5) < len(prepared.train["image_ids"])
+    assert baselines.neighbourhood(30, 36) == 6 and baselines.neighbourhood(30, 100_000) == 30
     verdict = metrics["retrieval_verdict"]
     assert verdict["beats_retrieval"] is False and "does not beat retrieval" in verdict["text"]
     assert verdict["images"] == metrics["eval_images"] == len(metrics["per_image"]["CIDEr"])
