@@ -114,8 +114,9 @@ class ModelVersionViewSet(WhitelistFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ActivateSerializer, responses=ModelVersionSerializer)
     @action(detail=True, methods=["post"])
     def activate(self, request, pk=None):
-        """Make the version active; one that does not beat the majority class needs {"force": true}
-        (else 400 with the verdict's figures and code "does_not_beat_majority")."""
+        """Make the version active; one that does not beat the majority class (a captioner: nearest-neighbour
+        retrieval) needs {"force": true} (else 400 with the verdict's figures and code "does_not_beat_majority" or
+        "does_not_beat_retrieval")."""
         version = self.get_object()
         serializer = ActivateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

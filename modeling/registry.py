@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from . import evaluation
+from . import captioner_report, evaluation
 from .models import Kind, ModelVersion
 from .trainers import get_trainer
 from .trainers.base import TrainingError
@@ -144,6 +144,7 @@ def check_activatable(version: ModelVersion) -> None:
         why = version.usable_note or "trained on too little to learn"
         raise TrainingError(f"{version} is marked not usable ({why}). Activate it anyway only on purpose (force).",
                             code="not_usable")
+    check_beats_retrieval(version)
     if not evaluation.does_not_beat_majority(version.metrics):
         return
     verdict = version.metrics["verdict"]
@@ -155,6 +156,17 @@ def check_activatable(version: ModelVersion) -> None:
         figures = verdict.get("text", "")
     raise TrainingError(f"{version} does not beat the majority class ({figures}). Activate it anyway only on "
                         "purpose (force).", code="does_not_beat_majority")
+
+
+def check_beats_retrieval(version: ModelVersion) -> None:
+    """Raise TrainingError (code does_not_beat_retrieval) when a captioner's verdict says it does not beat
+    nearest-neighbour caption retrieval on its own test split (captioner_judge); versions without that verdict
+    (classifiers, captioners judged on a split too small for retrieval, older runs) pass."""
+    if version.kind != Kind.CAPTIONER or not captioner_report.does_not_beat_retrieval(version.metrics):
+        return
+    text = version.metrics["retrieval_verdict"].get("text", "")
+    raise TrainingError(f"{version} {captioner_report.BELOW_RETRIEVAL} ({text}). Activate it anyway only on "
+                        "purpose (force).", code="does_not_beat_retrieval")
 
 
 def deactivate(version: ModelVersion) -> ModelVersion:

@@ -17,17 +17,58 @@ class VerdictSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
-class ModelVersionSerializer(serializers.ModelSerializer):
+class RetrievalVerdictSerializer(serializers.Serializer):
+    """captioner_judge.retrieval_verdict(): does the captioner beat nearest-neighbour retrieval on CIDEr, by a
+    paired bootstrap interval over its test images that excludes zero?"""
+
+    beats_retrieval = serializers.BooleanField(allow_null=True, help_text="null: the split is too small to judge")
+    metric = serializers.CharField()
+    model = serializers.FloatField(required=False)
+    retrieval = serializers.FloatField(required=False)
+    diff = serializers.FloatField(required=False)
+    low = serializers.FloatField(required=False, allow_null=True)
+    high = serializers.FloatField(required=False, allow_null=True)
+    images = serializers.IntegerField(required=False)
+    text = serializers.CharField()
+
+
+class CaptionerJudgementMixin(serializers.Serializer):
+    """A captioner's trivial captioners (most frequent caption, retrieval, source text) scored on its test split,
+    its verdict against retrieval and its metrics' bootstrap intervals; null for other kinds and older runs."""
+
+    caption_baselines = serializers.SerializerMethodField()
+    retrieval_verdict = serializers.SerializerMethodField()
+    intervals = serializers.SerializerMethodField()
+
+    def get_caption_baselines(self, obj) -> dict | None:
+        return (obj.metrics or {}).get("caption_baselines")
+
+    @extend_schema_field(RetrievalVerdictSerializer(allow_null=True))
+    def get_retrieval_verdict(self, obj):
+        return (obj.metrics or {}).get("retrieval_verdict")
+
+    def get_intervals(self, obj) -> dict | None:
+        return (obj.metrics or {}).get("intervals")
+
+
+CAPTIONER_FIELDS = ["caption_baselines", "retrieval_verdict", "intervals"]
+
+
+class ModelVersionSerializer(CaptionerJudgementMixin, serializers.ModelSerializer):
     run = serializers.PrimaryKeyRelatedField(read_only=True)
     activated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     beats_majority = serializers.SerializerMethodField(
         help_text="false: activating it needs force; null: not judged (no held-out items, or not a classifier)")
     verdict = serializers.SerializerMethodField()
+    beats_retrieval = serializers.SerializerMethodField(
+        help_text="a captioner: false when it does not beat nearest-neighbour retrieval (activating it needs force); "
+                  "null: not a captioner, or not judged")
 
     class Meta:
         model = ModelVersion
         fields = ["id", "kind", "version", "run", "artifact", "artifact_sha256", "config", "metrics", "active",
-                  "usable", "usable_note", "activated_by", "activated_at", "created_at", "beats_majority", "verdict"]
+                  "usable", "usable_note", "activated_by", "activated_at", "created_at", "beats_majority", "verdict",
+                  "beats_retrieval", *CAPTIONER_FIELDS]
         read_only_fields = fields
 
     def get_beats_majority(self, version) -> bool | None:
@@ -37,13 +78,16 @@ class ModelVersionSerializer(serializers.ModelSerializer):
     def get_verdict(self, version):
         return (version.metrics or {}).get("verdict")
 
+    def get_beats_retrieval(self, version) -> bool | None:
+        return ((version.metrics or {}).get("retrieval_verdict") or {}).get("beats_retrieval")
+
 
 class ActivateSerializer(serializers.Serializer):
     force = serializers.BooleanField(required=False, default=False,
                                      help_text="activate even a version that does not beat the majority class")
 
 
-class TrainingRunSerializer(serializers.ModelSerializer):
+class TrainingRunSerializer(CaptionerJudgementMixin, serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     model_version = serializers.SerializerMethodField()
     worker_lost = serializers.SerializerMethodField(
@@ -55,7 +99,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "kind", "config", "release", "campaign", "data_hash", "data_summary", "status",
                   "device", "epoch", "epochs", "step", "steps_per_epoch", "loss", "samples_per_second", "history",
                   "metrics", "checkpoint", "artifact", "log", "error", "attempts", "group", "created_by", "created_at",
-                  "started_at", "finished_at", "heartbeat_at", "worker_lost", "model_version"]
+                  "started_at", "finished_at", "heartbeat_at", "worker_lost", "model_version", *CAPTIONER_FIELDS]
         read_only_fields = fields
 
     def get_model_version(self, run) -> int | None:

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from captionlab import charts
 from captionlab.roles import role_required
 
-from . import engine, evaluation, groups, registry, run_notes, views_generation, views_groups
+from . import captioner_report, engine, evaluation, groups, registry, run_notes, views_generation, views_groups
 from .charts import baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
 from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key
 from .models import Kind, ModelVersion, TrainingRun
@@ -206,13 +206,16 @@ SECTIONED = ("baselines.", "report.", "cv.", "verdict.")
 NOT_SHOWN = ("eval_cap", "eval_images")  # said in a sentence above the metrics instead
 
 
-def _flat_metrics(metrics: dict) -> list[tuple[str, float]]:
-    flat = {k: v for k, v in flatten_metrics(metrics).items() if not k.startswith(NOT_SHOWN)}
+def _flat_metrics(metrics: dict) -> list[tuple[str, float, dict | None]]:
+    """(key, value, its 95% interval or None) of the metrics not shown in a section of their own."""
+    flat = {k: v for k, v in flatten_metrics(metrics).items()
+            if not k.startswith(NOT_SHOWN + captioner_report.SECTIONED + ("caption_baselines.",))}
     if (metrics or {}).get("baselines") or (metrics or {}).get("report"):
         # A baseline's threshold is what its rule learned (the length cut); the others are all 0.5.
         flat = {k: v for k, v in flat.items() if not k.startswith(SECTIONED)
                 or (k.startswith("baselines.") and k.endswith(".threshold") and not k.startswith("baselines.majority."))}
-    return sorted(flat.items(), key=lambda kv: natural_key(kv[0]))
+    intervals = (metrics or {}).get("intervals") or {}
+    return [(k, v, intervals.get(k)) for k, v in sorted(flat.items(), key=lambda kv: natural_key(kv[0]))]
 
 
 @role_required("curator")
@@ -222,7 +225,9 @@ def run_detail(request, pk):
     version = ModelVersion.objects.filter(run=run).first()
     if version is not None:
         version.below_majority = evaluation.does_not_beat_majority(version.metrics)
+        version.below_retrieval = captioner_report.does_not_beat_retrieval(version.metrics)
     context.update(evaluation_context(run.metrics, CLASS_NAMES.get(run.kind, {})))
+    context.update(captioner_report.report(run.metrics))
     context.update({
         "version": version,
         "metrics": _flat_metrics(run.metrics),
@@ -297,6 +302,8 @@ def version_list(request):
             v.headline = [(k, flat[k]) for k in keys]
             v.verdict = (v.metrics or {}).get("verdict")
             v.below_majority = evaluation.does_not_beat_majority(v.metrics)
+            v.below_retrieval = captioner_report.does_not_beat_retrieval(v.metrics)
+            v.retrieval_verdict = (v.metrics or {}).get("retrieval_verdict")
         groups.append({"kind": kind, "label": label, "versions": rows})
     import pack
     from pack.models import PretrainedModel
@@ -345,7 +352,9 @@ def compare(request):
                                                          **views_groups.compare_context(request.GET)}, status=400)
     for run in chosen:
         run_notes.annotate(run)
-    flats = [{k: v for k, v in flatten_metrics(r.metrics).items() if not k.startswith(NOT_SHOWN)} for r in chosen]
+    # Only results: no bookkeeping, and no losses side by side when several runs (so several models) are shown.
+    flats = [{k: v for k, v in flatten_metrics(r.metrics).items() if not k.startswith(NOT_SHOWN)
+              and groups.is_metric(k) and (len(chosen) == 1 or groups.is_compared(k))} for r in chosen]
     keys = []
     for flat in flats:
         keys.extend(k for k in flat if k not in keys)
@@ -367,10 +376,15 @@ def compare(request):
     if not any(k in CAPTION_METRICS for k in chart_keys) and baseline_keys and len(chosen) == 1:
         series += [(b.split(".", 1)[1], [flats[0].get(f"{b}.{k}") for k in chart_keys]) for b in baseline_keys]
     captioners = [r for r in chosen if r.kind == Kind.CAPTIONER and r.status == TrainingRun.Status.DONE]
+    for r in chosen:
+        r.retrieval_verdict = (r.metrics or {}).get("retrieval_verdict")
+        r.cider_against_first = captioner_report.paired_cider(r, chosen[0]) if r is not chosen[0] else None
     return render(request, "modeling/compare.html", {
         "runs": chosen, "rows": rows, "chart": bars_svg(chart_keys, series) if chosen else "",
         "candidates": _candidates(), "selected": {r.pk for r in chosen}, "captioners": captioners,
         "any_references": any(r.references for r in chosen), "any_cap": any(r.eval_cap for r in chosen),
+        "any_retrieval": any(r.retrieval_verdict for r in chosen),
+        "any_paired": any(r.cider_against_first for r in chosen),
         **views_generation.compare_context(), **views_groups.compare_context(request.GET),
     })
 

@@ -31,6 +31,7 @@ def group_detail(request, group):
     finished = [r for r in runs if r.status == TrainingRun.Status.DONE]
     return render(request, "modeling/group_detail.html", {
         "group": group, "runs": runs, "finished": len(finished), "summary": groups.group_summary(runs),
+        "retrieval": groups.retrieval_summary(finished),
         "first": runs[0], "others": [g for g in group_choices() if g["group"] != group],
     })
 

@@ -7,7 +7,9 @@ Image Captioning"), beside BLEU/METEOR/ROUGE-L/CIDEr when a CLIP-family model is
 Corpus scores are the means over the images. Image vectors come from the embeddings store (computed
 once, stored, and reused by search and the filters); texts go through the encoder directly, since
 generated candidates are not worth caching. The paper used ViT-B/32; another CLIP gives other numbers,
-so the result names the model and scores from two models must not be compared.
+so the result names the model and scores from two models must not be compared. For the same reason a CLIP-S is
+shown beside its reference value, the mean CLIP-S of the human references of the same images by the same model:
+a CLIP with random or weak weights gives the references a CLIP-S as meaningless as the candidates'.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ W = 2.5
 
 def clip_scores(model, image_ids, candidates: dict[int, str], references: dict[int, list[str]] | None = None, *,
                 images: dict | None = None, per_image: bool = False) -> dict:
-    """{"CLIP-S": mean, "RefCLIP-S": mean (with references), "clip_model": key, "n": images scored,
+    """{"CLIP-S": mean, "RefCLIP-S": mean (with references), "references_CLIP-S": the human references' mean
+    CLIP-S (with references), "clip_model": key, "n": images scored,
     "skipped": images without a vector or a candidate}; with ``per_image`` also {"per_image": {id: {...}}}.
 
     ``model``: a registered CLIP-family PretrainedModel, or None for the one the pack picks
@@ -48,6 +51,8 @@ def clip_scores(model, image_ids, candidates: dict[int, str], references: dict[i
     with_refs = [s["refclip_s"] for s in scores.values() if s.get("refclip_s") is not None]
     if with_refs:
         out["RefCLIP-S"] = float(np.mean(with_refs))
+        out["references_CLIP-S"] = float(np.mean([s["references_clip_s"] for s in scores.values()
+                                                  if "references_clip_s" in s]))
     if per_image:
         out["per_image"] = scores
     return out
@@ -69,9 +74,19 @@ def _score(encoder, ids, vectors, candidates, references) -> dict[int, dict]:
             ref_s = max(float(np.max(block @ cand[k])), 0.0)
             row["ref_s"] = ref_s
             row["refclip_s"] = harmonic_mean(row["clip_s"], ref_s)
+            row["references_clip_s"] = float(W * np.mean(np.maximum(block @ image[k], 0.0)))
         out[i] = row
     return out
 
 
 def harmonic_mean(a: float, b: float) -> float:
     return 2 * a * b / (a + b) if a > 0 and b > 0 else 0.0
+
+
+def clip_note(model_key: str, references_clip_s: float | None) -> str:
+    """What a CLIP-S figure can and cannot be read as, naming the model that gave it."""
+    reference = (f"the human references of the same images score {references_clip_s:.3f} with it"
+                 if references_clip_s is not None else "no human references to give a reference value")
+    return (f"CLIP-S and RefCLIP-S by {model_key}; {reference}. Hessel et al. 2021 used CLIP ViT-B/32: another "
+            "model gives other numbers, so compare CLIP-S only with the reference value and runs scored by the "
+            "same model.")

@@ -60,6 +60,14 @@ def _model_generated(provenance: dict) -> bool:
                                                       for node in provenance.get("lineage") or ())
 
 
+def raw_source(provenance: dict, text: str) -> str | None:
+    """The raw text the released caption was transformed from (its lineage's last node: an alt text, a
+    translation's source), or None when there is none or it is the released text itself."""
+    lineage = (provenance or {}).get("lineage") or ()
+    raw = (lineage[-1].get("text") if lineage and isinstance(lineage[-1], dict) else None) or ""
+    return raw if raw.strip() and raw.strip() != (text or "").strip() else None
+
+
 def release_rows(release, config: dict, cache: dict | None = None, decode: bool = True) -> ReleaseRows:
     """Read the release's items and their images (see the module docstring). With ``decode=False`` no image is
     read or checked: a pretrained encoder's runs read features from a cache, or images through its processor."""
@@ -97,6 +105,7 @@ def release_rows(release, config: dict, cache: dict | None = None, decode: bool 
             "image_file": item["image_file"], "human_verified": item["human_verified"],
             "model_generated": _model_generated(item["provenance"]),
             "caption_id": item["caption_id"], "text": item["text"],
+            "source": raw_source(item["provenance"], item["text"]),
             "fluency": _fluency_from_provenance(item["provenance"]),
             "fluency_version": filter_version_of(item["provenance"])})
     out.missing = sorted(missing.values())

@@ -59,9 +59,11 @@ def _meteor_scorer():
     return ClosingMeteor()
 
 
-def caption_metrics(references: dict, candidates: dict, *, meteor: bool = True) -> dict:
+def caption_metrics(references: dict, candidates: dict, *, meteor: bool = True, per_image: bool = False) -> dict:
     """Corpus scores {"BLEU-1".."BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "skipped": [...]} as pycocoevalcap
-    computes them. ``references``: {id: [texts]}, ``candidates``: {id: text}."""
+    computes them. ``references``: {id: [texts]}, ``candidates``: {id: text}. With ``per_image`` also
+    {"per_image": {"CIDEr": [...], "ROUGE-L": [...], "bleu_counts": [[...]]}} in the candidates' order (what
+    captioning.bootstrap resamples)."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
@@ -82,10 +84,26 @@ def caption_metrics(references: dict, candidates: dict, *, meteor: bool = True) 
         skipped.append("METEOR left out: no Java on this machine")
     else:
         skipped.append("METEOR left out by the config")
-    out["ROUGE-L"] = float(Rouge().compute_score(gts, res)[0])
-    out["CIDEr"] = float(Cider().compute_score(gts, res)[0])
+    rouge, rouge_each = Rouge().compute_score(gts, res)
+    cider, cider_each = Cider().compute_score(gts, res)
+    out["ROUGE-L"], out["CIDEr"] = float(rouge), float(cider)
     out["skipped"] = skipped
+    if per_image:
+        out["per_image"] = {"CIDEr": [float(v) for v in cider_each], "ROUGE-L": [float(v) for v in rouge_each],
+                            "bleu_counts": bleu_counts(gts, res)}
     return out
+
+
+def bleu_counts(gts: dict, res: dict, n: int = 4) -> list[list[float]]:
+    """Per image [testlen, reflen, guess_1..n, correct_1..n] as pycocoevalcap's BleuScorer counts them (the
+    reference length closest to the candidate's), so that corpus BLEU can be recomputed on resampled images."""
+    from pycocoevalcap.bleu.bleu_scorer import cook_refs, cook_test
+
+    rows = []
+    for key in res:
+        cooked = cook_test(res[key][0], cook_refs(gts[key], n=n), eff="closest", n=n)
+        rows.append([cooked["testlen"], cooked["reflen"], *cooked["guess"][:n], *cooked["correct"][:n]])
+    return rows
 
 
 def diversity(captions: list[str], max_n: int = 4, positions: int = 15) -> dict:

@@ -21,7 +21,7 @@ from .lazy import with_loader
 # torch and the modules built on it are imported when a trainer method first runs, not when the trainer
 # registers: the web process lists trainers (the new-run form) and must not load torch (benchmarks/web_memory.py).
 torch = cdata = strategies = beam_search = Captioner = sentence_nll = ImageEncoder = load_encoder_weights = None
-caption_metrics = diversity = cd = encoders = pretrained = image_loader = None
+caption_metrics = diversity = cd = encoders = pretrained = image_loader = judge = None
 
 
 def _load_torch() -> None:
@@ -40,9 +40,9 @@ def _load_torch() -> None:
     from modeling.captioning.encoder import ImageEncoder as _ImageEncoder
     from modeling.captioning.encoder import load_encoder_weights as _load_weights
 
-    from . import captioner_data, captioner_encoders
+    from . import captioner_data, captioner_encoders, captioner_judge
 
-    globals().update(cdata=data, strategies=_strategies, beam_search=_beam_search, Captioner=_Captioner,
+    globals().update(judge=captioner_judge, cdata=data, strategies=_strategies, beam_search=_beam_search, Captioner=_Captioner,
                      sentence_nll=_sentence_nll, ImageEncoder=_ImageEncoder, load_encoder_weights=_load_weights,
                      caption_metrics=metrics.caption_metrics, diversity=metrics.diversity, cd=captioner_data,
                      encoders=captioner_encoders, pretrained=_pretrained, image_loader=_image_loader)
@@ -100,6 +100,9 @@ class CaptionerTrainer(Trainer):
             # beside the n-gram metrics when an image-text model is registered.
             "lr_schedule": "cosine", "warmup_fraction": 0.05, "min_lr_ratio": 0.1, "early_stopping_patience": 3,
             "clip_score": True,
+            # Trivial captioners on the same test images (captioner_judge): the most frequent training caption,
+            # nearest-neighbour retrieval over the model's image features (k neighbours), the raw source text.
+            "baselines": True, "retrieval_k": 30,
         }
 
     def config(self, overrides: dict | None = None) -> dict:
@@ -386,14 +389,22 @@ class CaptionerTrainer(Trainer):
         generated = self._generate_split(model, split, info, device, count, int(config.get("beam_size", 5)))
         candidates = {i: text for i, (text, _) in enumerate(generated)}
         references = {i: split["refs"][i] for i in candidates}
-        scores = caption_metrics(references, candidates, meteor=bool(config.get("meteor", True)))
+        scores = caption_metrics(references, candidates, meteor=bool(config.get("meteor", True)), per_image=True)
         scores.pop("skipped", None)
+        per_image = scores.pop("per_image")
         div = diversity(list(candidates.values()), positions=int(info.get("max_tokens", 15)))
         scores["diversity"] = {"vocabulary": div["vocabulary"], "unique_captions": div["unique_captions"],
                                **{f"distinct_{n}": v for n, v in div["distinct_n"].items()},
                                **{f"position_{p + 1}": v for p, v in enumerate(div["unique_per_position"])}}
+        clip_each = None
         if config.get("clip_score", True):
-            scores.update(self._clip_scores(split, candidates, references))
+            clip = self._clip_scores(split, candidates, references)
+            clip_each = clip.pop("_per_image", None)
+            scores.update(clip)
+        scores["intervals"] = judge.intervals(per_image, clip_each)
+        if config.get("baselines", True):
+            scores.update(judge.judge(model, prepared, split, candidates, references, per_image, device, config,
+                                      lambda names: self.images_for(names, info)))
         scores["eval_images"] = len(candidates)
         scores["eval_images_total"] = total
         if cap:
@@ -403,15 +414,21 @@ class CaptionerTrainer(Trainer):
     @staticmethod
     def _clip_scores(split, candidates: dict, references: dict) -> dict:
         """CLIP-S and RefCLIP-S (Hessel et al. 2021) of the generated captions, by the registered image-text
-        model; nothing when none is registered (the n-gram metrics stand alone then)."""
-        from modeling.captioning.clipscore import clip_scores
+        model, with the human references' CLIP-S by the same model as their reference value and a note naming it;
+        nothing when none is registered (the n-gram metrics stand alone then)."""
+        from modeling.captioning.clipscore import clip_note, clip_scores
 
         ids = {i: split["image_ids"][i] for i in candidates if split["image_ids"][i] is not None}
         if not ids:
             return {}
         found = clip_scores(None, list(ids.values()), {ids[i]: candidates[i] for i in ids},
-                            {ids[i]: references[i] for i in ids})
-        return {k: found[k] for k in ("CLIP-S", "RefCLIP-S") if k in found}
+                            {ids[i]: references[i] for i in ids}, per_image=True)
+        out = {k: found[k] for k in ("CLIP-S", "RefCLIP-S") if k in found}
+        if "CLIP-S" in found:
+            out["clip"] = {"references_CLIP-S": found.get("references_CLIP-S"), "model": found["clip_model"],
+                           "note": clip_note(found["clip_model"], found.get("references_CLIP-S"))}
+            out["_per_image"] = [row["clip_s"] for row in found["per_image"].values()]
+        return out
 
     def finish(self, run, model, prepared, device, config):
         from modeling.captioning.metrics import SPICE_SKIPPED

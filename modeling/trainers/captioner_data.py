@@ -5,7 +5,8 @@ forms, whichever the run's encoder needs:
 - ``pooled`` / ``grid``: a frozen pretrained encoder's features from the feature cache (no image decoded);
 - ``files``: storage names, decoded through the encoder's processor every epoch (fine-tuning).
 
-Every form shares ``img`` (the caption's image row), ``tokens``, ``fluency``, ``refs`` and ``image_ids``. Also here:
+Every form shares ``img`` (the caption's image row), ``tokens``, ``fluency``, ``refs``, ``image_ids`` and ``sources``
+(an image's raw source text, where its captions were transformed from one). Also here:
 what makes a release too small to learn from, and what the test references are.
 """
 from __future__ import annotations
@@ -28,12 +29,15 @@ def caption_tensors(rows: list[dict], vocab, max_tokens: int) -> tuple[dict, lis
         tokens[i, :len(ids)] = torch.tensor(ids)
     refs: dict[int, list[str]] = {}
     image_ids: dict[int, int | None] = {}
+    sources: dict[int, str] = {}
     for r in rows:
         refs.setdefault(index[r["image_key"]], []).append(r["text"])
         image_ids.setdefault(index[r["image_key"]], r["image_id"])
+        if r.get("source"):
+            sources.setdefault(index[r["image_key"]], r["source"])
     split = {"img": torch.tensor([index[r["image_key"]] for r in rows], dtype=torch.long), "tokens": tokens,
              "fluency": torch.tensor([1.0 if r["fluency"] is None else r["fluency"] for r in rows]),
-             "refs": refs, "image_ids": [image_ids[i] for i in range(len(order))]}
+             "refs": refs, "image_ids": [image_ids[i] for i in range(len(order))], "sources": sources}
     return split, order
 
 
