@@ -1,8 +1,12 @@
-"""A classifier that does not beat the majority class is flagged, and is activated only on purpose:
-through the registry, the models page, the API and the CLI. Alice curates; Bob may not activate.
+"""A classifier that does not pass the activation rule (modeling.verdicts: beat the best of majority, chance,
+the length rule and the word-frequency rule by 0.05 macro F1 on at least 50 items, with a paired bootstrap
+interval above zero) is flagged, and is activated only on purpose: through the registry, the models page,
+the API and the CLI. Alice curates; Bob may not activate.
 
 The constant classifier answers 0.9 ("fluent") for everything on data that is 70 % fluent: exactly what
-the majority class does, so its macro F1 equals the majority's and the verdict says so."""
+the majority class does, so its macro F1 equals the majority's and the verdict says so. The "length
+trainer" learns from noisy points whose texts give the class away by their length: it beats majority but
+not seed 004's length rule."""
 import io
 
 import pytest
@@ -54,11 +58,15 @@ def _active():
 
 def test_the_constant_classifier_is_judged_not_to_beat_majority(constant, learned):
     verdict = constant.metrics["verdict"]
-    assert verdict["beats_majority"] is False and verdict["basis"] == "test"
+    assert verdict["beats_majority"] is False and verdict["basis"] == "test" and verdict["activatable"] is False
     assert verdict["model"] == verdict["majority"]  # a constant answer is the majority class
-    assert "does not beat majority" in verdict["text"]
-    assert learned.metrics["verdict"]["beats_majority"] is True
-    assert learned.metrics["verdict"]["basis"] == "cv"
+    assert verdict["code"] == "does_not_beat_majority" and verdict["headline"] == "does not beat majority or chance"
+    assert [r["code"] for r in verdict["reasons"]] == ["does_not_beat_majority", "too_few_evaluation_items"]
+    assert "too few evaluation items: 24 < 50" in verdict["text"]
+    assert learned.metrics["verdict"]["beats_majority"] is True and learned.metrics["verdict"]["activatable"] is True
+    assert learned.metrics["verdict"]["basis"] == "cv" and learned.metrics["verdict"]["n"] == 120  # folds pooled
+    low, high = learned.metrics["verdict"]["interval"]
+    assert 0 < low <= learned.metrics["verdict"]["difference"] <= high
 
 
 def test_registry_refuses_it_without_force(constant, learned, alice):
@@ -66,7 +74,8 @@ def test_registry_refuses_it_without_force(constant, learned, alice):
         registry.activate(constant, alice)
     verdict = constant.metrics["verdict"]
     assert info.value.code == "does_not_beat_majority"
-    assert f"macro F1 {verdict['model']:.3f} against the majority class's {verdict['majority']:.3f}" in str(info.value)
+    assert f"macro F1 {verdict['model']:.3f} on 24 items" in str(info.value)
+    assert "too few evaluation items: 24 < 50" in str(info.value) and "force" in str(info.value)
     assert _active() == []
     registry.activate(learned, alice)  # a model that beats it needs no force
     assert _active() == [learned]
@@ -76,14 +85,15 @@ def test_registry_refuses_it_without_force(constant, learned, alice):
 
 def test_models_page_flags_it_and_needs_the_checkbox(alice_client, constant, learned):
     body = alice_client.get(reverse("model-list")).content.decode()
-    assert body.count("does not beat majority</span>") == 1
+    assert body.count('data-status="flagged"') == 1 and "does not beat majority or chance</span>" in body
+    assert "beats every baseline</span>" in body and 'id="activation-rule"' in body
     assert escape(constant.metrics["verdict"]["text"]) in body
     assert body.count('name="force"') == 1  # only the flagged version asks for "activate anyway"
     assert "activate anyway" in body
 
     url = reverse("model-activate", args=[constant.pk])
     refused = alice_client.post(url, follow=True)
-    assert refused.status_code == 200 and "does not beat the majority class" in refused.content.decode()
+    assert refused.status_code == 200 and "does not beat majority or chance" in refused.content.decode()
     assert _active() == []
     alice_client.post(url, {"force": "1"})
     assert _active() == [constant]
@@ -99,7 +109,8 @@ def test_bob_cannot_force_it(bob_client, constant):
 def test_run_page_shows_the_verdict_and_the_evaluation(alice_client, constant, learned):
     body = alice_client.get(constant.run.get_absolute_url()).content.decode()
     banner = body.split('id="verdict"')[1].split("</div>")[0]
-    assert "alert-error" in banner.split(">")[0] and "Does not beat majority" in banner
+    assert "alert-error" in banner.split(">")[0] and "Flagged: does not beat majority or chance" in banner
+    assert 'data-row="model"' in banner and 'data-row="majority"' in banner and "at least 50 evaluation items" in banner
     assert 'data-row="majority"' in body and 'data-row="random_guess"' in body
     per_class = body.split('id="evaluation"')[1].split("</section>")[0]
     assert ">fluent<" in per_class and ">not fluent<" in per_class and "table compact confusion" in per_class
@@ -108,7 +119,7 @@ def test_run_page_shows_the_verdict_and_the_evaluation(alice_client, constant, l
     assert 'id="cross-validation"' not in body
 
     body = alice_client.get(learned.run.get_absolute_url()).content.decode()
-    assert "Beats majority" in body and 'id="cross-validation"' in body and "3-fold cross-validation" in body
+    assert "Activatable: beats every baseline" in body and 'id="cross-validation"' in body and "3-fold cross-validation" in body
     assert " ± " in body.split('id="cross-validation"')[1] and 'name="force"' not in body
 
 
@@ -127,6 +138,8 @@ def test_api_needs_force_and_exposes_the_verdict(client, alice, constant, learne
     listed = {v["id"]: v for v in client.get("/api/model-versions/").json()["results"]}
     assert listed[constant.pk]["beats_majority"] is False and listed[learned.pk]["beats_majority"] is True
     assert listed[constant.pk]["verdict"]["text"] == constant.metrics["verdict"]["text"]
+    assert listed[constant.pk]["flagged"] is True and listed[learned.pk]["flagged"] is False
+    assert listed[constant.pk]["verdict"]["status"] == "flagged" and "50" in listed[constant.pk]["activation_rule"]
 
     url = f"/api/model-versions/{constant.pk}/activate/"
     refused = client.post(url, {}, content_type="application/json")
@@ -142,9 +155,11 @@ def test_api_needs_force_and_exposes_the_verdict(client, alice, constant, learne
 def test_cli_lists_the_flag_and_activates_only_with_force(constant, learned):
     out = io.StringIO()
     call_command("models", stdout=out)
-    flagged = [line for line in out.getvalue().splitlines() if "does not beat majority" in line]
+    flagged = [line for line in out.getvalue().splitlines() if "[FLAGGED: does not beat majority or chance]" in line]
     assert len(flagged) == 1 and f"v{constant.version} " in flagged[0] and "test-constant" in flagged[0]
-    with pytest.raises(CommandError, match="does not beat the majority class.*--force"):
+    assert "Activation rule: A version is activated" in out.getvalue()
+    assert f"verdict: {constant.metrics['verdict']['text']}" in out.getvalue()
+    with pytest.raises(CommandError, match="does not beat majority or chance.*--force"):
         call_command("models", "activate", "fluency", str(constant.version))
     assert _active() == []
     call_command("models", "activate", "fluency", str(constant.version), "--force", stdout=io.StringIO())

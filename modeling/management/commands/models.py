@@ -3,7 +3,7 @@
     manage.py models                   # all versions
     manage.py models --kind fluency
     manage.py models activate fluency 3
-    manage.py models activate fluency 3 --force   # even though it does not beat the majority class
+    manage.py models activate fluency 3 --force   # even though the activation rule flags it
 
 The model pack (pretrained models from local files, the pack app):
 
@@ -13,12 +13,10 @@ The model pack (pretrained models from local files, the pack app):
 """
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import evaluation, registry
+from modeling import registry, verdicts
 from modeling.models import Kind, ModelVersion
 from modeling.trainers.base import TrainingError
 from pack.management import pretrained
-
-BELOW_MAJORITY = "does not beat majority"
 
 
 class Command(BaseCommand):
@@ -37,7 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--source", default="", help="add-pretrained: where the files came from")
         parser.add_argument("--kind", dest="kind_filter", choices=Kind.values, help="list only this kind")
         parser.add_argument("--force", action="store_true",
-                            help="with activate: activate even a version that does not beat the majority class")
+                            help="with activate: activate even a version the activation rule flags")
 
     def handle(self, *args, **opts):
         if opts["action"] in pretrained.ACTIONS:
@@ -54,6 +52,8 @@ class Command(BaseCommand):
             versions = versions.filter(kind=kind)
         if not versions:
             self.stdout.write("No model versions.")
+        else:
+            self.stdout.write(f"Activation rule: {verdicts.RULE}")
         for v in versions:
             self.stdout.write(self._line(v))
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         try:
             registry.activate(version, force=opts["force"])
         except TrainingError as exc:
-            hint = " Add --force to activate it anyway." if exc.code == "does_not_beat_majority" else ""
+            hint = " Add --force to activate it anyway." if exc.code != "mismatched_checkpoint" else ""
             raise CommandError(f"{exc}{hint}") from None
         self.stdout.write(self.style.SUCCESS(f"{version} is now active."))
 
@@ -74,6 +74,10 @@ class Command(BaseCommand):
         headline = ", ".join(f"{k}={val:.3f}" if isinstance(val, float) else f"{k}={val}"
                              for k, val in (v.metrics or {}).items()
                              if isinstance(val, (int, float)) and not isinstance(val, bool))[:160]
-        warning = f"  [{BELOW_MAJORITY}]" if evaluation.does_not_beat_majority(v.metrics) else ""
-        return (f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
-                f"{v.config.get('trainer', '?'):<24} {headline}{warning}")
+        line = (f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
+                f"{v.config.get('trainer', '?'):<24} {headline}")
+        shown = verdicts.display(v.metrics)
+        if shown is None:
+            return line
+        state = "activatable" if shown["activatable"] else "FLAGGED"
+        return f"{line}  [{state}: {shown['headline']}]\n      verdict: {shown['text']}"
