@@ -17,7 +17,7 @@ from django.utils.html import escape
 from modeling import engine, registry
 from modeling.models import ModelVersion
 from modeling.trainers import register
-from modeling.trainers.base import TrainingError
+from modeling.trainers.base import Prepared, TrainingError
 
 from .test_early_stopping_cv import LOGISTIC, LogisticTrainer
 
@@ -175,3 +175,96 @@ def test_a_captioner_that_says_the_same_thing_for_every_image_is_registered_not_
     assert unusable_note("captioner", same) == "the same caption for all 40 evaluated images"
     assert "vocabulary of 1 word" in unusable_note("captioner", unk)
     assert unusable_note("captioner", varied) == "" and unusable_note("fluency", same) == ""
+
+
+# --- Every baseline, and enough items -------------------------------------------------------------
+
+
+class LengthGivesItAwayTrainer(LogisticTrainer):
+    """The logistic regression on noisy points (separation 1.2: a macro F1 around 0.7), each point carrying a
+    caption whose length gives its class away: fluent ones are short, the others long. The model beats the
+    majority class; seed 004's length rule scores above 0.9 on the same items."""
+
+    name = "test-length-gives-away"
+
+    def prepare(self, run):
+        prepared = super().prepare(run)
+
+        def with_texts(split):
+            x, y = split
+            # The same four words throughout (so word frequencies tell nothing): once for a fluent caption
+            # (three times for every tenth), four times for the others.
+            units = [(3 if n % 10 == 0 else 1) if label else 4 for n, label in enumerate(y.tolist())]
+            return x, y, [" ".join(["the dog runs here"] * u) for u in units]
+
+        return Prepared(train=with_texts(prepared.train), val=with_texts(prepared.val), test=with_texts(prepared.test),
+                        info=prepared.info, data_hash=prepared.data_hash, summary=prepared.summary)
+
+    def batches(self, split, config, epoch, generator, train):
+        return super().batches(split[:2], config, epoch, generator, train)
+
+    def texts(self, split):
+        return list(split[2])
+
+
+register(LengthGivesItAwayTrainer())
+
+
+def test_a_version_that_beats_majority_but_not_the_length_rule_is_flagged_and_needs_force(alice):
+    run = engine.train(engine.create_run("test-length-gives-away", {"device": "cpu", "seed": 1, "epochs": 6, "n": 300,
+                                                                    "separation": 0.8}).pk)
+    assert run.status == "done", run.error
+    version = run.model_version
+    verdict = version.metrics["verdict"]
+    assert verdict["basis"] == "test" and verdict["n"] == 60  # the held-out fifth of 300: enough items
+    assert verdict["model"] - verdict["baselines"]["majority"]["macro_f1"] >= 0.05  # it beats majority ...
+    assert verdict["baselines"]["length"]["macro_f1"] > 0.9 and verdict["best"] == "length"  # ... not the rule
+    assert verdict["activatable"] is False and verdict["code"] == "does_not_beat_baselines"
+    assert verdict["headline"].startswith("beats majority") and verdict["headline"].endswith("but not the length rule")
+    with pytest.raises(TrainingError) as info:
+        registry.activate(version, alice)
+    assert info.value.code == "does_not_beat_baselines" and "but not the length rule" in str(info.value)
+    assert _active() == []
+    registry.activate(version, alice, force=True)
+    assert _active() == [version]
+
+
+def test_a_clear_win_on_fewer_items_than_the_rule_states_is_refused(alice):
+    run = engine.train(engine.create_run("test-logistic", {"device": "cpu", "seed": 1, "epochs": 6, "n": 100,
+                                                           "separation": 4.0}).pk)
+    verdict = run.model_version.metrics["verdict"]
+    assert verdict["n"] == 20 < 50
+    assert verdict["model"] - verdict["best_macro_f1"] >= 0.3 and verdict["interval"][0] > 0  # a clear win ...
+    assert verdict["activatable"] is False and verdict["reasons"] == [
+        {"code": "too_few_evaluation_items", "text": "too few evaluation items: 20 < 50"}]  # ... on too few items
+    with pytest.raises(TrainingError, match="too few evaluation items: 20 < 50") as info:
+        registry.activate(run.model_version, alice)
+    assert info.value.code == "too_few_evaluation_items" and _active() == []
+
+
+def test_the_rule_needs_the_interval_of_the_difference_above_zero():
+    from modeling import verdicts
+
+    y = [1, 0] * 30
+    # Right on 36 of 60 items: 0.10 above chance on paper, an interval that reaches below zero.
+    noisy = [t if n % 20 < 12 else 1 - t for n, t in enumerate(y)]
+    verdict = verdicts.judge(y, noisy, {"majority": {"pred": [1] * 60}}, basis="test", where="a test")
+    assert verdict["difference"] >= 0.05 and verdict["interval"][0] <= 0
+    assert [r["code"] for r in verdict["reasons"]] == ["interval_includes_zero"] and not verdict["activatable"]
+
+
+def test_an_older_majority_only_verdict_displays_and_needs_force(alice):
+    from modeling import verdicts
+
+    run = engine.train(engine.create_run("test-logistic", {"device": "cpu", "epochs": 2}).pk)
+    old = {"beats_majority": True, "model": 0.8, "majority": 0.4, "margin": 0.05, "basis": "test",
+           "text": "macro F1 0.800 against the majority class's 0.400 (chance 0.50) on the held-out split: beats majority"}
+    ModelVersion.objects.filter(pk=run.model_version.pk).update(metrics={**run.model_version.metrics, "verdict": old})
+    version = ModelVersion.objects.get(pk=run.model_version.pk)
+    shown = verdicts.display(version.metrics)
+    assert shown["status"] == "legacy" and shown["headline"] == "judged against the majority class only"
+    assert shown["text"].startswith(old["text"]) and "before the baseline rule" in shown["text"]
+    with pytest.raises(TrainingError) as info:
+        registry.activate(version, alice)
+    assert info.value.code == "not_judged_by_rule"
+    registry.activate(version, alice, force=True)
