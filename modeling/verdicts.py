@@ -139,6 +139,19 @@ def bootstrap_interval(y, pred, seed: int = 0, resamples: int = BOOTSTRAP_RESAMP
     return [round(float(lo), 4), round(float(hi), 4)]
 
 
+def bootstrap_interval_mean(y, preds: list, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+                            confidence: float = CONFIDENCE) -> list[float] | None:
+    """Percentile bootstrap interval of the mean macro F1 of several classifiers (the random arm's repeats)
+    on the same resampled items."""
+    y = np.asarray(y, dtype=np.int64)
+    if len(y) < 2 or not preds:
+        return None
+    idx = np.random.default_rng(seed).integers(0, len(y), size=(resamples, len(y)))
+    scores = np.mean([_f1_parts(y[idx], np.asarray(p, dtype=np.int64)[idx]) for p in preds], axis=0)
+    lo, hi = np.quantile(scores, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    return [round(float(lo), 4), round(float(hi), 4)]
+
+
 def paired_interval(y, model_pred, other_pred, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
                     confidence: float = CONFIDENCE) -> list[float] | None:
     """Paired percentile bootstrap interval of macro F1(model) - macro F1(other), both scored on the same
