@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 SAMPLERS = ("hybrid", "uncertainty", "random")
+DEFAULT = "hybrid"  # the loop's default (modeling.models.Sampler.HYBRID)
 COLD_START_LABELS = 80  # below this many training labels the hybrid's next batch is all representative
 
 
