@@ -102,7 +102,8 @@ class Learner:
         return self.trainer.sampler_features(fitted[0], self.x[[int(i) for i in idx]])
 
 
-def simulate(learner: Learner, y, pool, test, arm: str, rounds: int, seed: int, start: int, step: int):
+def simulate(learner: Learner, y, pool, test, arm: str, rounds: int, seed: int, start: int, step: int,
+             random_share: float = 0.3):
     """[(labels, macro F1 on ``test``, seconds for the round)] for ``arm`` from ``start`` seeded random labels."""
     import numpy as np
 
@@ -118,7 +119,7 @@ def simulate(learner: Learner, y, pool, test, arm: str, rounds: int, seed: int, 
         rest = np.setdiff1d(pool, labelled)
         if number < rounds and len(rest):
             probs = learner.probs(fitted, rest)
-            order = samplers.order(probs, arm, seed=seed * 1000 + number, batch_size=step,
+            order = samplers.order(probs, arm, seed=seed * 1000 + number, batch_size=step, random_share=random_share,
                                    labels_so_far=len(labelled), features=learner.sampler_features(fitted, rest))
             labelled += list(rest[order[:step]])
         curve.append((start + step * number, f1, time.perf_counter() - tick))
@@ -199,7 +200,7 @@ def sampler_part(args) -> dict:
             rounds = min(args.rounds, max(0, (len(pool) - start) // step))
             baselines.append(baselines_on_test(texts, y, pool, test))
             for arm in arms:
-                curves[arm].append(simulate(learner, y, pool, test, arm, rounds, seed, start, step))
+                curves[arm].append(simulate(learner, y, pool, test, arm, rounds, seed, start, step, args.random_share))
                 print(f"  repetition {seed + 1}/{args.repeats} {arm:<11} {sum(c[2] for c in curves[arm][-1]):6.1f} s "
                       f"({len(pool)} to label, {len(test)} test)")
     n_rounds = min(len(c) for cs in curves.values() for c in cs)
@@ -314,6 +315,11 @@ def main() -> int:
     parser.add_argument("--start", type=int, help=f"seeded random start labels (default {START}; 20 with --pool)")
     parser.add_argument("--step", type=int, help=f"labels per round (default {STEP}; 20 with --pool)")
     parser.add_argument("--test-share", type=float, default=0.3, help="with --pool: the share kept as test items")
+    parser.add_argument("--random-share", type=float, default=None,
+                        help="the hybrid sampler's random share (default: the loop's default)")
+    parser.add_argument("--cold-start-labels", type=int, default=None,
+                        help="below this many labels the hybrid's first batch is all representative "
+                             "(default: modeling.loop.samplers.COLD_START_LABELS)")
     parser.add_argument("--repeats", type=int, default=3, help="seeded repetitions of each arm")
     parser.add_argument("--tasks", type=int, default=10000, help="open tasks re-scored by a platform round")
     parser.add_argument("--with-uncertainty", action="store_true", help="also simulate pure uncertainty sampling")
@@ -322,6 +328,14 @@ def main() -> int:
     args = parser.parse_args()
     args.start = args.start or (20 if args.pool else START)
     args.step = args.step or (20 if args.pool else STEP)
+    if args.cold_start_labels is not None:
+        from modeling.loop import samplers
+
+        samplers.COLD_START_LABELS = args.cold_start_labels
+    if args.random_share is None:
+        from modeling.loop.samplers import DEFAULT_RANDOM_SHARE
+
+        args.random_share = DEFAULT_RANDOM_SHARE
     if args.pool:
         args.skip_round = True
         from modeling.loop.pool_file import PoolFileError, read_pool

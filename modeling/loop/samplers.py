@@ -26,6 +26,7 @@ import numpy as np
 
 SAMPLERS = ("hybrid", "uncertainty", "random")
 DEFAULT = "hybrid"  # the loop's default (modeling.models.Sampler.HYBRID)
+DEFAULT_RANDOM_SHARE = 0.3  # the loop's default (LearningLoop.random_share)
 COLD_START_LABELS = 80  # below this many training labels the hybrid's next batch is all representative
 
 
@@ -103,7 +104,7 @@ def hybrid_order(probs: np.ndarray, rng: np.random.Generator, batch_size: int, r
     return np.asarray(order, dtype=np.int64)
 
 
-def order(probs, sampler: str, *, seed: int = 0, batch_size: int = 40, random_share: float = 0.3,
+def order(probs, sampler: str, *, seed: int = 0, batch_size: int = 40, random_share: float = DEFAULT_RANDOM_SHARE,
           labels_so_far: int = 0, features=None) -> np.ndarray:
     """The indices of ``probs`` in the order they should be labelled. ``features``: the model's input
     vectors of the same items (standardised), for the hybrid's representative picks."""
