@@ -210,11 +210,13 @@ def sampler_part(args) -> dict:
     print(f"\nmacro F1 on the test items, mean ± sd over {args.repeats} repetitions; s/round: the default's mean "
           f"seconds for one round (fit, score, order)")
     header = f"{'round':>5} {'labels':>6} " + " ".join(f"{arm:>15}" for arm in arms) + \
-        f" {default + '-random':>16} {'s/round':>8}"
+        f" {default + '-random (se)':>21} {'s/round':>8}"
     print(header)
+    paired = f1[default] - f1["random"]  # the same start labels and test items per repetition
+    se = paired.std(axis=0, ddof=1) / np.sqrt(len(paired)) if len(paired) > 1 else np.zeros(n_rounds)
     for n in range(n_rounds):
         cells = " ".join(f"{means[a][n]:>8.3f} ± {sds[a][n]:.3f}" for a in arms)
-        print(f"{n:>5} {start + step * n:>6} {cells} {means[default][n] - means['random'][n]:>+16.3f} "
+        print(f"{n:>5} {start + step * n:>6} {cells} {paired[:, n].mean():>+13.3f} ({se[n]:.3f}) "
               f"{secs[default][:, n].mean():>8.2f}")
     mean_base = {k: float(np.mean([b[k] for b in baselines])) for k in baselines[0]}
     print("baselines on the same test items (fitted on the whole label pool): " +
@@ -320,6 +322,8 @@ def main() -> int:
     parser.add_argument("--cold-start-labels", type=int, default=None,
                         help="below this many labels the hybrid's first batch is all representative "
                              "(default: modeling.loop.samplers.COLD_START_LABELS)")
+    parser.add_argument("--cold-start", choices=["representative", "random"],
+                        help="what the hybrid's cold-start batch picks (default: modeling.loop.samplers.COLD_START)")
     parser.add_argument("--repeats", type=int, default=3, help="seeded repetitions of each arm")
     parser.add_argument("--tasks", type=int, default=10000, help="open tasks re-scored by a platform round")
     parser.add_argument("--with-uncertainty", action="store_true", help="also simulate pure uncertainty sampling")
@@ -328,10 +332,12 @@ def main() -> int:
     args = parser.parse_args()
     args.start = args.start or (20 if args.pool else START)
     args.step = args.step or (20 if args.pool else STEP)
-    if args.cold_start_labels is not None:
+    if args.cold_start_labels is not None or args.cold_start:
         from modeling.loop import samplers
 
-        samplers.COLD_START_LABELS = args.cold_start_labels
+        samplers.COLD_START_LABELS = samplers.COLD_START_LABELS if args.cold_start_labels is None else \
+            args.cold_start_labels
+        samplers.COLD_START = args.cold_start or samplers.COLD_START
     if args.random_share is None:
         from modeling.loop.samplers import DEFAULT_RANDOM_SHARE
 

@@ -58,6 +58,9 @@ def run_list(request):
     if kind in Kind.values:
         runs = runs.filter(kind=kind)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    for run in page.object_list:
+        if hasattr(run, "model_version"):
+            run.verdict = verdicts.display(run.model_version.metrics)
     return render(request, "modeling/run_list.html", {"page": page, "kinds": Kind.choices, "kind": kind})
 
 

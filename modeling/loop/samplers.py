@@ -28,6 +28,7 @@ SAMPLERS = ("hybrid", "uncertainty", "random")
 DEFAULT = "hybrid"  # the loop's default (modeling.models.Sampler.HYBRID)
 DEFAULT_RANDOM_SHARE = 0.3  # the loop's default (LearningLoop.random_share)
 COLD_START_LABELS = 80  # below this many training labels the hybrid's next batch is all representative
+COLD_START = "representative"  # or "random": what the cold-start batch picks
 
 
 def margins(probs: np.ndarray) -> np.ndarray:
@@ -91,7 +92,10 @@ def hybrid_order(probs: np.ndarray, rng: np.random.Generator, batch_size: int, r
     first = True
     while len(order) < n:
         size, before = min(batch_size, n - len(order)), len(order)
-        if first and features is not None:
+        if first and features is not None and labels_so_far < COLD_START_LABELS and COLD_START == "random":
+            for i in rng.choice(np.flatnonzero(~taken), size=size, replace=False):
+                take(int(i))
+        elif first and features is not None:
             share = 1.0 if labels_so_far < COLD_START_LABELS else random_share
             for i in representative(np.asarray(features), int(round(size * share)), rng):
                 take(i)

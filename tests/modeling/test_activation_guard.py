@@ -101,6 +101,12 @@ def test_models_page_flags_it_and_needs_the_checkbox(alice_client, constant, lea
     assert _active() == [learned]
 
 
+def test_the_runs_list_shows_the_same_verdict(alice_client, constant, learned):
+    body = alice_client.get(reverse("training-run-list")).content.decode()
+    assert f'title="{escape(constant.metrics["verdict"]["text"])}">does not beat majority or chance</span>' in body
+    assert f'title="{escape(learned.metrics["verdict"]["text"])}">beats every baseline</span>' in body
+
+
 def test_bob_cannot_force_it(bob_client, constant):
     response = bob_client.post(reverse("model-activate", args=[constant.pk]), {"force": "1"})
     assert response.status_code == 403 and _active() == []
