@@ -26,7 +26,7 @@ def test_uncertainty_serves_the_smallest_margin_first():
     assert samplers.order(probs, "uncertainty").tolist()[:3] == [1, 3, 4]
 
 
-def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_is_all_representative_at_cold_start():
+def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_is_random_at_cold_start(monkeypatch):
     rng = np.random.default_rng(3)
     centres = rng.normal(scale=10.0, size=(4, 8))
     features = np.concatenate([c + rng.normal(size=(200, 8)) for c in centres])  # four planted clusters
@@ -40,8 +40,16 @@ def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_i
     assert len(set(cluster[representative])) == 4  # a quarter from the centres of the pool: every cluster
     cold = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40,
                           features=features)[:40]
-    assert len(set(cold) & set(by_margin[:40].tolist())) < 10  # few labels: the batch maps the pool instead
+    assert len(set(cold) & set(by_margin[:40].tolist())) < 10  # few labels: margins are not trusted yet
     assert sorted(np.bincount(cluster[cold], minlength=4).tolist())[0] >= 5
+    # The cold-start batch is a seeded random draw: the model's features and scores do not steer it.
+    assert samplers.order(probs[::-1], "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40)[:40] \
+        .tolist() == cold.tolist()
+    # The measured alternative, k-means centres for the whole cold-start batch, stays available.
+    monkeypatch.setattr(samplers, "COLD_START", "representative")
+    centred = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40,
+                             features=features)[:40]
+    assert np.bincount(cluster[centred], minlength=4).tolist() == [10, 10, 10, 10]
     # Without features (a trainer that has none) later batches and every batch mix a random share.
     plain = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=200)[:40]
     assert len(set(plain) & set(by_margin[:30].tolist())) == 30
