@@ -322,7 +322,7 @@ def main() -> int:
     parser.add_argument("--cold-start-labels", type=int, default=None,
                         help="below this many labels the hybrid's first batch is all representative "
                              "(default: modeling.loop.samplers.COLD_START_LABELS)")
-    parser.add_argument("--cold-start", choices=["representative", "random"],
+    parser.add_argument("--cold-start", choices=["representative", "random", "mixed"],
                         help="what the hybrid's cold-start batch picks (default: modeling.loop.samplers.COLD_START)")
     parser.add_argument("--repeats", type=int, default=3, help="seeded repetitions of each arm")
     parser.add_argument("--tasks", type=int, default=10000, help="open tasks re-scored by a platform round")
