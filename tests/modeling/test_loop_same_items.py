@@ -2,7 +2,10 @@
 and the random arm) is scored on the same hold-out items, with a bootstrap interval; round 1 is named by how
 its labels were chosen; the baselines are on those items; and an active version that the grown hold-out
 shows below the activation rule is flagged, not silently active. Alice curates."""
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from modeling import fluency, registry
@@ -68,6 +71,14 @@ def test_three_rounds_put_every_point_of_the_curve_on_the_same_items_with_an_int
     assert "labels chosen by campaign order (in selection order), then hybrid" in body
     assert body.count('data-role="interval"') == 3 and 'data-baseline="length"' in body
     assert "length rule (seed 004)" in body and "word-frequency rule" in body  # the flat lines' legend
+
+    out = StringIO()
+    call_command("loop", "show", str(loop.pk), stdout=out)
+    assert f"every version on the same {len(held)} hold-out items, bootstrap 95% intervals" in out.getvalue()
+    assert "labels chosen by campaign order (in selection order)" in out.getvalue()
+    api = alice_client.get(f"/api/loop-rounds/{third.pk}/").json()
+    assert api["holdout"]["curve"] == curve
+    assert api["version_verdict"]["text"] == ModelVersion.objects.get(pk=third.version.pk).metrics["verdict"]["text"]
 
 
 def test_a_version_activated_on_a_small_hold_out_is_flagged_when_the_grown_one_shows_it_below_the_rule(pool, alice):
