@@ -280,7 +280,8 @@ def histogram(css: str, title: str, bins, series, *, markers=(), marker_rows=2, 
 class Line:
     """A series of a line chart: ``points`` [(x, y)] joined by a line of ``width`` (0: none), a dot of radius
     ``dot`` at each (class ``cls``, tooltip ``tips[i]``, text ``labels[i]`` above it), and where ``errors``
-    are given a bar of ± errors[i] (clamped to the y range) grouped with the dot in a <g class=cls>."""
+    are given a bar of ± errors[i], or from errors[i][0] to errors[i][1] when it is an interval (clamped to
+    the y range), grouped with the dot in a <g class=cls>."""
     name: str
     points: list
     colour: str
@@ -293,6 +294,13 @@ class Line:
     labels: list = field(default_factory=list)
     errors: list = field(default_factory=list)
     title: str = ""
+
+
+def error_span(y: float, error) -> tuple[float, float]:
+    """(low, high) of an error bar: ``error`` is ± a number, or an interval (low, high) such as a bootstrap's."""
+    if isinstance(error, (list, tuple)) and len(error) == 2:
+        return float(error[0]), float(error[1])
+    return y - float(error or 0.0), y + float(error or 0.0)
 
 
 def line_chart(css: str, title: str, lines, *, x, y, x_ticks, y_ticks, x_title="", y_title="", markers=(),
@@ -312,8 +320,8 @@ def line_chart(css: str, title: str, lines, *, x, y, x_ticks, y_ticks, x_title="
             paint = dict(fill="#fff", stroke=s.colour, stroke_width=2) if s.hollow else \
                 dict(fill=s.colour, stroke="#fff" if s.cls else None, stroke_width=1.5 if s.cls else None)
             if i < len(s.errors):
-                err = s.errors[i] or 0.0
-                bar = el("line", x1=plot.sx(px), y1=plot.sy(py - err), x2=plot.sx(px), y2=plot.sy(py + err),
+                low, high = error_span(py, s.errors[i])
+                bar = el("line", x1=plot.sx(px), y1=plot.sy(low), x2=plot.sx(px), y2=plot.sy(high),
                          stroke=s.colour, stroke_width=1.5)
                 plot.add(el("g", bar + plot.dot(px, py, paint.pop("fill"), r=s.dot, **paint), tip, cls=s.cls))
             else:

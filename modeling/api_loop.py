@@ -15,9 +15,11 @@ from rest_framework.routers import SimpleRouter
 from captionlab.roles import IsCurator
 from curation.api import WhitelistFilterMixin, filter_params, int_param, str_param
 
+from . import verdicts
 from .loop import services
 from .loop.services import LoopError
 from .models import LearningLoop, LoopRound, Sampler
+from .serializers import VerdictSerializer
 from .views_loop import worker_lost
 
 LOOP_FILTERS = {"campaign": ("campaign_id", int_param), "sampler": ("sampler", str_param)}
@@ -44,12 +46,14 @@ class LoopRoundSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     version_number = serializers.SerializerMethodField(help_text="the trained version's number (v1, v2 ...)")
     worker_lost = serializers.SerializerMethodField(help_text="failed because its worker stopped beating")
+    version_verdict = serializers.SerializerMethodField(
+        help_text="the trained version's one verdict (modeling.verdicts.display), as on the models page and the CLI")
 
     class Meta:
         model = LoopRound
         fields = ["id", "loop", "number", "status", "stage", "trigger", "sampler", "labels_used", "label_counts",
                   "training_run", "version", "version_number", "previous_version", "activated", "decision",
-                  "holdout", "changes", "error", "worker_lost", "created_by", "created_at", "started_at",
+                  "holdout", "changes", "error", "worker_lost", "version_verdict", "created_by", "created_at", "started_at",
                   "heartbeat_at", "finished_at"]
         read_only_fields = fields
 
@@ -58,6 +62,10 @@ class LoopRoundSerializer(serializers.ModelSerializer):
 
     def get_worker_lost(self, round_) -> bool:
         return worker_lost(round_)
+
+    @extend_schema_field(VerdictSerializer(allow_null=True))
+    def get_version_verdict(self, round_):
+        return verdicts.display(round_.version.metrics) if round_.version_id else None
 
 
 class LearningLoopSerializer(serializers.ModelSerializer):

@@ -12,6 +12,8 @@ import math
 from captionlab import charts as draw
 from captionlab.charts import AXIS, PALETTE, Line, Marker
 
+from . import verdicts
+
 BEST, STOP = "#2f9e66", "#c92a2a"
 BASELINE_METRICS = ("precision", "recall", "f1", "accuracy")
 BASELINE_LABELS = {"majority": "Majority class (one answer for everything)", "random_guess": "Random guess",
@@ -146,7 +148,7 @@ def evaluation_context(metrics: dict, names: dict) -> dict:
     metrics = metrics or {}
     report, cv = metrics.get("report") or {}, metrics.get("cv") or {}
     return {
-        "verdict": metrics.get("verdict"),
+        "verdict": verdicts.display(metrics),
         "report": report,
         "majority_report": ((metrics.get("baselines") or {}).get("majority") or {}),
         "class_rows": class_rows(report, names),

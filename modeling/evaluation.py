@@ -109,7 +109,9 @@ def summarise(reports: list[dict], keys=SUMMARY_KEYS) -> dict:
 
 def verdict(metrics: dict, margin: float = MAJORITY_MARGIN) -> dict:
     """Does the model beat the majority class (and chance) by ``margin`` macro F1? Cross-validated means when the
-    metrics hold a ``cv`` block, else the held-out split (``report`` and ``baselines.majority``).
+    metrics hold a ``cv`` block, else the held-out split (``report`` and ``baselines.majority``). The older,
+    majority-only verdict: the engine uses it only for a trainer that gives no per-item probabilities; every
+    other version is judged by modeling.verdicts against all the baselines, and this one reads as "legacy" there.
 
     Returns {"beats_majority": bool | None, "model": f, "majority": f, "margin": m, "basis": "cv" | "test",
     "text": "..."}; None when there is nothing to judge (no held-out items)."""
@@ -135,12 +137,7 @@ def verdict(metrics: dict, margin: float = MAJORITY_MARGIN) -> dict:
             "chance": CHANCE_MACRO_F1, "margin": margin, "basis": basis, "text": text}
 
 
-def does_not_beat_majority(metrics: dict | None) -> bool:
-    """True when a version's stored verdict says it does not beat the majority class."""
-    return ((metrics or {}).get("verdict") or {}).get("beats_majority") is False
-
-
-__all__ = ["binary_report", "majority_baseline", "majority_label", "summarise", "verdict", "does_not_beat_majority",
+__all__ = ["binary_report", "majority_baseline", "majority_label", "summarise", "verdict",
            "reliability", "confusion", "MAJORITY_MARGIN"]
 
 

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from . import captioner_report, evaluation
+from . import captioner_report, evaluation, verdicts
 from .models import Kind, ModelVersion
 from .trainers import get_trainer
 from .trainers.base import TrainingError
@@ -122,10 +122,11 @@ def active_version(kind: str) -> ModelVersion | None:
 def activate(version: ModelVersion, user=None, force: bool = False) -> ModelVersion:
     """Make ``version`` the one active version of its kind (atomically; the others are deactivated).
 
-    A version whose stored verdict says it does not beat the majority class is refused (TrainingError,
-    code "does_not_beat_majority", naming both macro F1 figures) unless ``force``: a constant answer
-    must not end up filtering captions by accident. So is a version marked not usable (code
-    "not_usable")."""
+    Unless ``force``, ``check_activatable`` must pass: the version is usable, and its verdict
+    (modeling.verdicts) satisfies the rule stated there (``verdicts.RULE``): at least ``MIN_ITEMS``
+    evaluation items, the best baseline beaten by ``MARGIN`` macro F1, and a paired bootstrap interval
+    of the difference above zero. A constant answer or a length rule in disguise must not end up
+    filtering captions by accident."""
     if not force:
         check_activatable(version)
     with transaction.atomic():
@@ -137,25 +138,20 @@ def activate(version: ModelVersion, user=None, force: bool = False) -> ModelVers
 
 
 def check_activatable(version: ModelVersion) -> None:
-    """Raise TrainingError (code not_usable) when the version is marked not usable (trained on too little
-    to learn), or (code does_not_beat_majority) when its verdict says it does not beat the majority class;
-    versions without a verdict (captioners, older runs) pass the second check."""
+    """Raise TrainingError when the version may not be activated without force: code "not_usable" (trained on
+    too little to learn), or the code of the verdict's first reason (verdicts.CODES: "too_few_evaluation_items",
+    "does_not_beat_majority", "does_not_beat_baselines", "interval_includes_zero", and "not_judged_by_rule"
+    for an older majority-only verdict). Versions without a verdict (captioners, topic models) pass."""
     if not version.usable:
         why = version.usable_note or "trained on too little to learn"
         raise TrainingError(f"{version} is marked not usable ({why}). Activate it anyway only on purpose (force).",
                             code="not_usable")
     check_beats_retrieval(version)
-    if not evaluation.does_not_beat_majority(version.metrics):
+    shown = verdicts.display(version.metrics)
+    if shown is None or shown["activatable"] or shown["status"] == "none":
         return
-    verdict = version.metrics["verdict"]
-    if "model" in verdict and "majority" in verdict:
-        bar = max(verdict["majority"], verdict.get("chance", 0.0)) + verdict.get("margin", evaluation.MAJORITY_MARGIN)
-        figures = (f"macro F1 {verdict['model']:.3f} against the majority class's {verdict['majority']:.3f}; "
-                   f"it needs {bar:.3f}")
-    else:
-        figures = verdict.get("text", "")
-    raise TrainingError(f"{version} does not beat the majority class ({figures}). Activate it anyway only on "
-                        "purpose (force).", code="does_not_beat_majority")
+    message, code = verdicts.refusal(version, shown)
+    raise TrainingError(message, code=code)
 
 
 def check_beats_retrieval(version: ModelVersion) -> None:

@@ -1,20 +1,34 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from . import verdicts
 from .engine.progress import worker_lost
 from .groups import MAX_REPEATS
 from .models import ModelVersion, TrainingRun
 
 
 class VerdictSerializer(serializers.Serializer):
-    """evaluation.verdict(): does the model beat the majority class by ``margin`` macro F1?"""
+    """modeling.verdicts.display(): the model against every baseline on the same items, and whether the
+    activation rule (``rule``) lets it be activated without force. Older majority-only verdicts read
+    ``status`` "legacy"."""
 
-    beats_majority = serializers.BooleanField(allow_null=True)
-    model = serializers.FloatField(required=False, help_text="the model's macro F1")
-    majority = serializers.FloatField(required=False, help_text="the majority class's macro F1")
-    margin = serializers.FloatField()
-    basis = serializers.CharField(help_text='"cv" (cross-validated means), "test" (held-out split) or "none"')
+    status = serializers.ChoiceField(choices=["activatable", "flagged", "legacy", "none"])
+    activatable = serializers.BooleanField()
+    headline = serializers.CharField(help_text='e.g. "beats majority and chance but not the length rule"')
     text = serializers.CharField()
+    code = serializers.CharField(help_text="the refusal code of the first reason ('' when activatable)")
+    reasons = serializers.ListField(child=serializers.DictField(), required=False)
+    basis = serializers.CharField(help_text='"cv" (folds pooled), "test" (held-out split), "holdout" (a learning '
+                                            'loop\'s hold-out) or "none"')
+    n = serializers.IntegerField(required=False, help_text="evaluation items")
+    model = serializers.FloatField(required=False, help_text="the model's macro F1")
+    baselines = serializers.DictField(required=False, help_text="{name: {macro_f1, ...}} on the same items")
+    best = serializers.CharField(required=False)
+    difference = serializers.FloatField(required=False, help_text="model - best baseline, macro F1")
+    interval = serializers.ListField(child=serializers.FloatField(), required=False, allow_null=True,
+                                     help_text="paired bootstrap 95% interval of the difference")
+    beats_majority = serializers.BooleanField(allow_null=True)
+    margin = serializers.FloatField()
 
 
 class RetrievalVerdictSerializer(serializers.Serializer):
@@ -58,25 +72,33 @@ class ModelVersionSerializer(CaptionerJudgementMixin, serializers.ModelSerialize
     run = serializers.PrimaryKeyRelatedField(read_only=True)
     activated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     beats_majority = serializers.SerializerMethodField(
-        help_text="false: activating it needs force; null: not judged (no held-out items, or not a classifier)")
+        help_text="the verdict's comparison with the majority class alone; null: not judged")
+    flagged = serializers.SerializerMethodField(help_text="true: the verdict refuses activation without force")
     verdict = serializers.SerializerMethodField()
     beats_retrieval = serializers.SerializerMethodField(
         help_text="a captioner: false when it does not beat nearest-neighbour retrieval (activating it needs force); "
                   "null: not a captioner, or not judged")
+    activation_rule = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelVersion
         fields = ["id", "kind", "version", "run", "artifact", "artifact_sha256", "config", "metrics", "active",
-                  "usable", "usable_note", "activated_by", "activated_at", "created_at", "beats_majority", "verdict",
-                  "beats_retrieval", *CAPTIONER_FIELDS]
+                  "usable", "usable_note", "activated_by", "activated_at", "created_at", "beats_majority", "flagged",
+                  "verdict", "activation_rule", "beats_retrieval", *CAPTIONER_FIELDS]
         read_only_fields = fields
 
     def get_beats_majority(self, version) -> bool | None:
         return ((version.metrics or {}).get("verdict") or {}).get("beats_majority")
 
+    def get_flagged(self, version) -> bool:
+        return verdicts.flagged(version.metrics)
+
     @extend_schema_field(VerdictSerializer(allow_null=True))
     def get_verdict(self, version):
-        return (version.metrics or {}).get("verdict")
+        return verdicts.display(version.metrics)
+
+    def get_activation_rule(self, version) -> str:
+        return verdicts.RULE
 
     def get_beats_retrieval(self, version) -> bool | None:
         return ((version.metrics or {}).get("retrieval_verdict") or {}).get("beats_retrieval")
@@ -84,7 +106,7 @@ class ModelVersionSerializer(CaptionerJudgementMixin, serializers.ModelSerialize
 
 class ActivateSerializer(serializers.Serializer):
     force = serializers.BooleanField(required=False, default=False,
-                                     help_text="activate even a version that does not beat the majority class")
+                                     help_text="activate even a version the activation rule flags")
 
 
 class TrainingRunSerializer(CaptionerJudgementMixin, serializers.ModelSerializer):

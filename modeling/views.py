@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from captionlab import charts
 from captionlab.roles import role_required
 
-from . import captioner_report, engine, evaluation, groups, registry, run_notes, views_generation, views_groups
+from . import captioner_report, engine, groups, registry, run_notes, verdicts, views_generation, views_groups
 from .charts import baseline_table, evaluation_context, loss_curve_svg, lr_curve_svg
 from .metric_keys import CAPTION_METRICS, CLASSIFIER_METRICS, flatten_metrics, natural_key
 from .models import Kind, ModelVersion, TrainingRun
@@ -58,6 +58,9 @@ def run_list(request):
     if kind in Kind.values:
         runs = runs.filter(kind=kind)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    for run in page.object_list:
+        if hasattr(run, "model_version"):
+            run.verdict = verdicts.display(run.model_version.metrics)
     return render(request, "modeling/run_list.html", {"page": page, "kinds": Kind.choices, "kind": kind})
 
 
@@ -223,11 +226,14 @@ def run_detail(request, pk):
     run = get_object_or_404(TrainingRun.objects.select_related("release", "campaign", "created_by"), pk=pk)
     context = _run_context(run)
     version = ModelVersion.objects.filter(run=run).first()
-    if version is not None:
-        version.below_majority = evaluation.does_not_beat_majority(version.metrics)
-        version.below_retrieval = captioner_report.does_not_beat_retrieval(version.metrics)
     context.update(evaluation_context(run.metrics, CLASS_NAMES.get(run.kind, {})))
     context.update(captioner_report.report(run.metrics))
+    if version is not None:
+        # The version's verdict is the one shown everywhere: a learning loop may have judged it again since.
+        context["verdict"] = verdicts.display(version.metrics)
+        version.below_retrieval = captioner_report.does_not_beat_retrieval(version.metrics)
+        version.flagged = verdicts.flagged(version.metrics) or version.below_retrieval
+    context["verdict_rule"] = verdicts.RULE
     context.update({
         "version": version,
         "metrics": _flat_metrics(run.metrics),
@@ -300,16 +306,17 @@ def version_list(request):
             flat = flatten_metrics(v.metrics)
             keys = [k for k in CAPTION_METRICS + CLASSIFIER_METRICS if k in flat][:6] or list(flat)[:4]
             v.headline = [(k, flat[k]) for k in keys]
-            v.verdict = (v.metrics or {}).get("verdict")
-            v.below_majority = evaluation.does_not_beat_majority(v.metrics)
+            v.verdict = verdicts.display(v.metrics)
             v.below_retrieval = captioner_report.does_not_beat_retrieval(v.metrics)
             v.retrieval_verdict = (v.metrics or {}).get("retrieval_verdict")
+            v.flagged = verdicts.flagged(v.metrics) or v.below_retrieval
         groups.append({"kind": kind, "label": label, "versions": rows})
     import pack
     from pack.models import PretrainedModel
 
     pack.ensure_packaged()  # trained versions and pretrained models are one registry
-    return render(request, "modeling/versions.html", {"groups": groups, "pretrained": PretrainedModel.objects.all()})
+    return render(request, "modeling/versions.html", {"groups": groups, "pretrained": PretrainedModel.objects.all(),
+                                                        "verdict_rule": verdicts.RULE})
 
 
 @require_POST

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from captionlab.roles import role_required
 
+from . import verdicts
 from .loop import services
 from .loop.charts import curve_numbers, learning_curve_svg, quality_svg, trained_on
 from .loop.services import LoopError
@@ -98,13 +99,15 @@ def _decorate(round_: LoopRound, now) -> LoopRound:
     round_.scores = {who: (holdout.get(who) or {}).get("macro_f1") for who in ("new", "previous", "majority")}
     round_.holdout_n = holdout.get("n")
     round_.trained_on = trained_on(round_)
+    round_.verdict = verdicts.display(round_.version.metrics) if round_.version_id else None
     return round_
 
 
 def _series_name(numbers: dict) -> str:
-    # The sampler can change between rounds: name it only when every plotted round used the same one.
-    used = {p["sampler"] for p in numbers["sampler"]}
-    return f"{used.pop()} sampler" if len(used) == 1 else "the rounds' samplers"
+    # Named by how the labels were chosen (round 1's in the campaign's own order, later ones by the sampler
+    # that re-ordered the queue), never by a sampler that chose none of them.
+    used = list(dict.fromkeys(p.get("chosen_by") or p["sampler"] for p in numbers["sampler"]))
+    return "versions, labels chosen by " + ", then ".join(used)
 
 
 def loop_context(loop: LearningLoop, **extra) -> dict:
@@ -119,7 +122,7 @@ def loop_context(loop: LearningLoop, **extra) -> dict:
         "numbers": numbers, "random": numbers["random"],
         "curve": learning_curve_svg(numbers, sampler_name=_series_name(numbers)),
         "quality": quality_svg(numbers),
-        "samplers": sampler_choices(), "help": field_help(), "holdout_size": len(loop.holdout_tasks or []),
+        "verdict_rule": verdicts.RULE, "samplers": sampler_choices(), "help": field_help(), "holdout_size": len(loop.holdout_tasks or []),
         "settings_data": {name: getattr(loop, name) for name in SETTINGS}, "settings_errors": {},
         **extra,
     }

@@ -12,6 +12,7 @@ import re
 
 import pytest
 from django.db import connections
+from django.template.defaultfilters import floatformat
 from django.urls import reverse
 
 from captionlab import roles
@@ -79,7 +80,7 @@ def walk_through(setup, live_server, page, shot):
     # (2) Next round: trained on the 60 tasks' labels (the hold-out left out).
     first = next_round(page, loop, 1)
     assert page.locator("#rounds tr[data-round]").count() == 1
-    assert page.locator("svg.loop-curve circle.point-sampler").count() == 1
+    assert page.locator("svg.loop-curve .point-sampler").count() == 1  # a dot with its interval bar
     assert page.locator("#loop-round [data-role=decision]").inner_text() == first.decision
 
     # (3) Annotators label 40 more tasks, in the order the round left them; then Next round again.
@@ -90,10 +91,14 @@ def walk_through(setup, live_server, page, shot):
     rows = page.locator("#rounds tr[data-round]")
     assert rows.count() == 2
     assert [rows.nth(i).get_attribute("data-round") for i in range(2)] == ["2", "1"]
-    assert rows.first.locator("[data-role=f1-new]").inner_text() == f"{second.holdout['new']['macro_f1']:.3f}"
+    # The page rounds as Django's floatformat does (0.5455 -> 0.546, where Python's format gives 0.545).
+    assert rows.first.locator("[data-role=f1-new]").inner_text() == floatformat(second.holdout["new"]["macro_f1"], 3)
     curve = page.locator("svg.loop-curve")
     assert curve.is_visible()
-    assert curve.locator("circle.point-sampler").count() == 2
+    assert curve.locator("g.point-sampler line").count() == 2  # each round's point with its bootstrap interval
+    points = page.locator("#curve-points tr[data-round]")
+    assert points.count() == 2 and "–" in points.first.locator("[data-role=interval]").inner_text()
+    assert f"on the same {second.holdout['n']} hold-out items" in page.locator("[data-role=same-items]").inner_text()
     arm = second.holdout["random_arm"]
     assert arm["simulated"] and curve.locator("g.point-random").count() == len(arm["points"]) == 2
     assert f"the random arm trains on {second.labels_used} labels" in page.locator("[data-role=random-arm]").inner_text()

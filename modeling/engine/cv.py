@@ -8,7 +8,7 @@ own training items.
 """
 from __future__ import annotations
 
-from .. import evaluation
+from .. import evaluation, verdicts
 from ..trainers.base import Prepared, Trainer
 from .fit import fit_in_memory
 from .progress import Cancelled
@@ -41,30 +41,34 @@ def folds_wanted(trainer: Trainer, prepared: Prepared, config: dict) -> int:
 
 def cross_validate(trainer: Trainer, prepared: Prepared, config: dict, device, progress) -> dict:
     """{"folds": k, "model": summarise(fold reports), "majority": summarise(majority reports),
-    "confusion": the folds' confusion matrices summed}. Logs one line per fold; raises _Cancelled when
-    the run is cancelled between folds."""
+    "confusion": the folds' confusion matrices summed, "items": every fold's items with the model's and the
+    baselines' predictions (modeling.verdicts.fold_items; the engine pools them into the verdict and drops
+    them)}. Logs one line per fold; raises _Cancelled when the run is cancelled between folds."""
     k = int(config["cv_folds"])
     folds = trainer.folds(prepared, k, int(config.get("seed", 0)))
     progress.log(f"Cross-validation: {len(folds)} folds over {labelled_count(trainer, prepared)} labelled items.")
-    models, majorities = [], []
+    models, majorities, items = [], [], []
     for number, fold in enumerate(folds, 1):
-        report, majority = _score_fold(trainer, fold, config, device)
+        report, majority, scored = _score_fold(trainer, fold, config, device)
         models.append(report)
         majorities.append(majority)
+        items.append(scored)
         progress.log(f"Fold {number}/{len(folds)}: macro F1 {report['macro_f1']:.3f}, majority class "
                      f"{majority['macro_f1']:.3f} ({report['n']} held-out items).")
         if not progress.flush(force=True):
             raise Cancelled()
     return {"folds": len(folds), "model": evaluation.summarise(models), "majority": evaluation.summarise(majorities),
-            "confusion": _summed_confusion(models)}
+            "confusion": _summed_confusion(models), "items": items}
 
 
-def _score_fold(trainer, fold: Prepared, config, device) -> tuple[dict, dict]:
+def _score_fold(trainer, fold: Prepared, config, device) -> tuple[dict, dict, dict]:
     model = fit_in_memory(trainer, fold, config, device)
     y_true = split_labels(trainer, fold.test)
     probs = list(trainer.predict_proba(model, fold.test, device)) if y_true else []
     seen = split_labels(trainer, fold.train) + split_labels(trainer, fold.val)
-    return evaluation.binary_report(y_true, probs), evaluation.majority_baseline(seen, y_true)
+    threshold = float(config.get("threshold", 0.5))
+    return (evaluation.binary_report(y_true, probs, threshold), evaluation.majority_baseline(seen, y_true),
+            verdicts.fold_items(trainer, fold, y_true, probs, threshold))
 
 
 def _summed_confusion(reports: list[dict]) -> dict:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from .. import evaluation, registry
+from .. import evaluation, registry, verdicts
 from ..models import ModelVersion, TrainingRun
 from ..trainers.base import Prepared, TrainingError
 from .checkpoints import load_checkpoint
-from .cv import cross_validate, folds_wanted
+from .cv import cross_validate, folds_wanted, split_labels
 from .device import describe_device
 from .loop import LoopState, select_best
 
@@ -95,10 +95,30 @@ def evaluate_model(trainer, model, prepared, config, device, state: LoopState, p
     k = folds_wanted(trainer, prepared, config)
     if k:
         metrics["cv"] = cross_validate(trainer, prepared, config, device, progress)
-    if metrics.get("report") or metrics.get("cv"):
-        metrics["verdict"] = evaluation.verdict(metrics)
-        progress.log(f"Verdict: {metrics['verdict']['text']}.")
+    judged = judge_model(trainer, model, prepared, config, device, metrics)
+    if judged is not None:
+        metrics["verdict"] = judged
+        progress.log(f"Verdict: {judged['text']}.")
     return metrics
+
+
+def judge_model(trainer, model, prepared, config, device, metrics: dict) -> dict | None:
+    """The version's one verdict (modeling.verdicts): on the cross-validation folds pooled when the run was
+    cross-validated, else on its held-out split; the majority-only verdict for a trainer that cannot give
+    per-item probabilities; None for models that are not binary classifiers."""
+    items = (metrics.get("cv") or {}).pop("items", None)
+    seed = int(config.get("seed", 0))
+    if items:
+        where = f"{metrics['cv'].get('folds', len(items))}-fold cross-validation, folds pooled"
+        return verdicts.judge_parts(items, basis="cv", where=where, seed=seed)
+    if not metrics.get("report"):
+        return None
+    if not callable(getattr(trainer, "predict_proba", None)) or not callable(getattr(trainer, "labels", None)):
+        return evaluation.verdict(metrics)
+    y_true = split_labels(trainer, prepared.test)
+    probs = list(trainer.predict_proba(model, prepared.test, device)) if y_true else []
+    part = verdicts.fold_items(trainer, prepared, y_true, probs, float(config.get("threshold", 0.5)))
+    return verdicts.judge_parts([part], basis="test", where="the run's held-out split", seed=seed)
 
 
 def register_model(run, trainer, model, prepared, config, device, metrics, progress) -> None:

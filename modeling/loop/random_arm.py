@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import verdicts
 from ..evaluation import binary_report
 from ..trainers import get_trainer
 from ..trainers.fluency_data import labelled_items
@@ -38,7 +39,7 @@ def curve(loop, round_, held: list[dict], echo=None) -> dict:
                    | ({round_.labels_used} if round_.labels_used else set()))
     points = []
     for size in sizes:
-        scores = []
+        scores, preds = [], []
         for repeat in range(REPEATS):
             pick = np.random.default_rng(loop.seed * 7919 + size * 31 + repeat).choice(len(y), min(size, len(y)),
                                                                                       replace=False)
@@ -46,10 +47,13 @@ def curve(loop, round_, held: list[dict], echo=None) -> dict:
                 continue
             prepared = trainer.prepared_from_features(x[pick], y[pick].tolist(), {**config, "seed": repeat})
             model = fit_in_memory(trainer, prepared, {**config, "seed": repeat})
-            scores.append(binary_report(hy, trainer.predict_features(model, hx))["macro_f1"])
+            probs = trainer.predict_features(model, hx)
+            scores.append(binary_report(hy, probs)["macro_f1"])
+            preds.append([1 if p > 0.5 else 0 for p in probs])
         if scores:
             points.append({"labels": int(size), "macro_f1": round(float(np.mean(scores)), 4),
-                           "sd": round(float(np.std(scores)), 4), "repeats": len(scores)})
+                           "sd": round(float(np.std(scores)), 4), "repeats": len(scores), "n": len(hy),
+                           "interval": verdicts.bootstrap_interval_mean(hy, preds, seed=loop.seed + size)})
         if echo:
             echo(f"random arm: {size} labels -> {points[-1]['macro_f1'] if points else '-'}")
     return {"simulated": True, "repeats": REPEATS, "points": points}

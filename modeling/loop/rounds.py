@@ -1,8 +1,9 @@
 """One round of a learning loop, start to end (the body of the ``modeling.loop_round`` task).
 
-aggregating -> training (a TrainingRun on the campaign's labels, the hold-out excluded) -> evaluating (the
-new version, the active one and the majority class on the hold-out; activate only if the new one beats
-both) -> random arm (the same trainer on random subsets of the labelled pool, where the trainer is fast
+aggregating -> training (a TrainingRun on the campaign's labels, the hold-out excluded) -> evaluating (every
+version the loop trained and every baseline on the hold-out as labelled now, modeling.loop.judging; the new
+version is activated only when its verdict there passes the activation rule of modeling.verdicts and it beats
+the active one) -> random arm (the same trainer on random subsets of the labelled pool, where the trainer is fast
 enough) -> rescoring and prioritising (every open task scored by the active version, ordered by the
 sampler). A heartbeat thread writes ``heartbeat_at`` every few seconds; a round whose worker dies is
 marked failed by the sweep within two minutes, and until then routing keeps serving the old priorities.
@@ -17,11 +18,11 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from .. import engine, registry
-from ..evaluation import binary_report, majority_baseline, verdict
 from ..models import LoopRound, ModelVersion, TrainingRun
 from ..threads import torch_threads
 from ..trainers import get_trainer
-from . import holdout, random_arm, rescore
+from ..trainers.fluency_data import labelled_items
+from . import holdout, judging, random_arm, rescore
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 10
@@ -101,9 +102,11 @@ def _run(round_, echo) -> None:
     _stage(round_, "evaluating", echo, version=version, training_run=run,
            labels_used=int(sum(labels.values())), label_counts=labels)
     held = holdout.labelled(loop)
-    train_labels = [1] * int(labels.get("fluent", 0)) + [0] * int(labels.get("not_fluent", 0))
-    result = compare(version, previous, held, train_labels, loop.min_holdout)
+    train_items, _ = labelled_items(campaign, exclude_tasks=loop.holdout_tasks or ())
+    result = judging.compare(loop, round_, version, previous, held, train_items, loop.min_holdout)
+    flag_note = judging.record_verdicts(version, previous, result)
     activated, decision = decide(version, previous, result, round_.created_by)
+    decision += flag_note if not activated else ""
     with torch_threads(threads):
         result["random_arm"] = random_arm.curve(loop, round_, held, echo)
     _stage(round_, "rescoring", echo, holdout=result, activated=activated, decision=decision)
@@ -147,51 +150,31 @@ def trained_on(summary: dict) -> dict:
             for label in ("fluent", "not_fluent")}
 
 
-def compare(version, previous, held: list[dict], train_labels: list[int], minimum: int) -> dict:
-    """Hold-out reports of the new version, the active one and the majority class."""
-    from .. import fluency
-
-    y = [i["label"] for i in held]
-    out = {"n": len(y), "minimum": minimum, "labels": {"fluent": sum(y), "not_fluent": len(y) - sum(y)}}
-    if not y:
-        return out
-    texts = [i["text"] for i in held]
-    sources = [i["source"] or None for i in held]
-    sources = sources if any(sources) else None
-    out["majority"] = _slim(majority_baseline(train_labels or y, y))
-    out["new"] = _slim(binary_report(y, fluency.score(texts, version=version, sources=sources)))
-    if previous is not None and previous.pk != version.pk:
-        out["previous"] = _slim(binary_report(y, fluency.score(texts, version=previous, sources=sources)))
-    out["verdict"] = verdict({"report": out["new"], "baselines": {"majority": out["majority"]}})
-    return out
-
-
-def _slim(report: dict) -> dict:
-    return {k: report[k] for k in ("n", "accuracy", "macro_f1", "f1", "f1_negative", "precision", "recall", "ece",
-                                   "confusion", "reliability") if k in report}
-
-
 def decide(version, previous, result: dict, user) -> tuple[bool, str]:
-    """Activate the new version only when the hold-out can tell and it beats the majority class and the
-    active version there; otherwise keep the active one and say why."""
+    """Activate the new version only when the hold-out has ``minimum`` items, its verdict there passes the
+    activation rule (modeling.verdicts.RULE: the best baseline beaten by the margin, the interval of the
+    difference above zero, enough items) and it beats the active version on the same items; otherwise keep
+    the active one and say why."""
     keep = f"kept {previous}" if previous else "no version is active"
     if result["n"] < result["minimum"]:
         return False, (f"Not activated: the hold-out has {result['n']} labelled items and comparing versions needs "
                        f"{result['minimum']}; {keep}. Label more of the campaign (hold-out tasks are spread "
                        f"through the queue).")
-    new = result["new"]["macro_f1"]
-    if not result["verdict"]["beats_majority"]:
-        return False, f"Not activated: {version} {result['verdict']['text']} on the hold-out; {keep}."
+    new, judged = result["new"]["macro_f1"], result["verdict"]
+    if not judged["activatable"]:
+        return False, f"Not activated: {version} is flagged on the hold-out ({judged['text']}); {keep}."
     if "previous" in result and new <= result["previous"]["macro_f1"]:
         return False, (f"Not activated: {version} macro F1 {new:.3f} does not beat the active {previous}'s "
-                       f"{result['previous']['macro_f1']:.3f} on the hold-out; {keep}.")
+                       f"{result['previous']['macro_f1']:.3f} on the same {result['n']} hold-out items; {keep}.")
     try:
         registry.activate(version, user)
     except engine.TrainingError as exc:
         return False, f"Not activated: {exc}; {keep}."
     against = (f" against {previous}'s {result['previous']['macro_f1']:.3f}" if "previous" in result
-               else f" against the majority class's {result['majority']['macro_f1']:.3f}")
-    return True, f"Activated {version}: hold-out macro F1 {new:.3f}{against}."
+               else f" against the best baseline's {judged['best_macro_f1']:.3f} ({judged['best']})")
+    return True, (f"Activated {version}: hold-out macro F1 {new:.3f}{against} on {result['n']} items, "
+                  f"difference with the best baseline {judged['difference']:+.3f} "
+                  f"(95% interval {judged['interval'][0]:+.3f} to {judged['interval'][1]:+.3f}).")
 
 
-__all__ = ["run_round", "compare", "decide", "trained_on"]
+__all__ = ["run_round", "decide", "trained_on"]

@@ -250,7 +250,7 @@ class FluencyTrainer(Trainer):
                 "campaign": run.campaign_id}
 
         def examples(part, part_seqs):
-            return [{"task": i["task"], "label": i["label"], "ids": enc, "n_words": n_words(i["text"]),
+            return [{"task": i["task"], "label": i["label"], "ids": enc, "n_words": n_words(i["text"]), "text": i["text"],
                      "source_length": n_words(i["source"]) if i["source"] else None}
                     for i, s, enc in zip(part, part_seqs, self.encode_seqs(part_seqs, vocabs))]
 

@@ -150,7 +150,7 @@ class FluencyEncoderTrainer(Trainer):
         def block(part):
             idx = [row[i["task"]] for i in part]
             return self._split_data(x_all[idx], [i["label"] for i in part], [i["task"] for i in part],
-                                    [n_words(i["text"]) for i in part])
+                                    [n_words(i["text"]) for i in part], [i["text"] for i in part])
 
         data = [[i["task"], i["text"], i["source"], i["label"]] for i in items]
         data_hash = hashlib.sha256(json.dumps([data, info["encoder"]["key"]], ensure_ascii=False).encode()).hexdigest()
@@ -186,11 +186,13 @@ class FluencyEncoderTrainer(Trainer):
         return Prepared(train=block(train_idx), val=block(val_idx), test=block([]), info=info)
 
     @staticmethod
-    def _split_data(x: np.ndarray, labels, tasks, lengths) -> dict:
+    def _split_data(x: np.ndarray, labels, tasks, lengths, texts=None) -> dict:
+        """``texts``: the rated sentences, where known, for the verdict's baseline rules (modeling.verdicts)."""
         torch = _torch()
         x = np.asarray(x, dtype=np.float32)
         return {"x": torch.as_tensor(x.reshape(len(labels), x.shape[-1] if x.ndim > 1 else 0)),
-                "y": torch.as_tensor(list(labels), dtype=torch.long), "tasks": list(tasks), "n_words": list(lengths)}
+                "y": torch.as_tensor(list(labels), dtype=torch.long), "tasks": list(tasks), "n_words": list(lengths),
+                "texts": list(texts) if texts is not None else None}
 
     def text_features(self, texts, sources=None, *, encoder=None, syntax=True, language="en") -> np.ndarray:
         """The head's input for these texts: encoder vectors (and sources'), then syntax counts."""
@@ -276,14 +278,16 @@ class FluencyEncoderTrainer(Trainer):
 
         def combine(p):
             parts = [p.train, p.val, p.test]
-            return [{"x": part["x"][n], "y": int(part["y"][n]), "task": part["tasks"][n], "n": part["n_words"][n]}
+            return [{"x": part["x"][n], "y": int(part["y"][n]), "task": part["tasks"][n], "n": part["n_words"][n],
+                     "text": part["texts"][n] if part.get("texts") is not None else None}
                     for part in parts for n in range(len(part["tasks"]))]
 
         def select(items, idx):
             chosen = [items[n] for n in idx]
             x = torch.stack([c["x"] for c in chosen]) if chosen else torch.zeros((0, prepared.info["dim"]))
             return {"x": x, "y": torch.tensor([c["y"] for c in chosen], dtype=torch.long),
-                    "tasks": [c["task"] for c in chosen], "n_words": [c["n"] for c in chosen]}
+                    "tasks": [c["task"] for c in chosen], "n_words": [c["n"] for c in chosen],
+                    "texts": [c["text"] for c in chosen] if all(c["text"] is not None for c in chosen) else None}
 
         return fold_prepared(prepared, combine, select, k, seed, float(prepared.info.get("val_fraction", 0.0)),
                              lambda e: e["y"])

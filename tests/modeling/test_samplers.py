@@ -26,7 +26,8 @@ def test_uncertainty_serves_the_smallest_margin_first():
     assert samplers.order(probs, "uncertainty").tolist()[:3] == [1, 3, 4]
 
 
-def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_is_all_representative_at_cold_start():
+def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_half_random_at_cold_start(
+        monkeypatch):
     rng = np.random.default_rng(3)
     centres = rng.normal(scale=10.0, size=(4, 8))
     features = np.concatenate([c + rng.normal(size=(200, 8)) for c in centres])  # four planted clusters
@@ -40,8 +41,20 @@ def test_a_hybrid_batch_mixes_representative_picks_with_the_most_uncertain_and_i
     assert len(set(cluster[representative])) == 4  # a quarter from the centres of the pool: every cluster
     cold = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40,
                           features=features)[:40]
-    assert len(set(cold) & set(by_margin[:40].tolist())) < 10  # few labels: the batch maps the pool instead
-    assert sorted(np.bincount(cluster[cold], minlength=4).tolist())[0] >= 5
+    assert len(set(cold) & set(by_margin[:40].tolist())) < 10  # few labels: margins are not trusted yet
+    # Half the cold batch at the centres (every cluster), half a random draw the model does not steer.
+    assert len(set(cluster[cold[:20]].tolist())) == 4
+    assert min(np.bincount(cluster[cold], minlength=4)) >= 5
+    monkeypatch.setattr(samplers, "COLD_START", "random")  # the measured alternatives stay available
+    random_cold = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40,
+                                 features=features)[:40]
+    assert samplers.order(probs[::-1], "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40)[:40] \
+        .tolist() == random_cold.tolist()  # all random: neither the features nor the scores steer it
+    monkeypatch.setattr(samplers, "COLD_START", "representative")
+    all_centres = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=40,
+                                 features=features)[:40]
+    assert min(np.bincount(cluster[all_centres], minlength=4)) >= 8  # about 10 from each planted cluster
+    monkeypatch.setattr(samplers, "COLD_START", "mixed")
     # Without features (a trainer that has none) later batches and every batch mix a random share.
     plain = samplers.order(probs, "hybrid", seed=5, batch_size=40, random_share=0.25, labels_so_far=200)[:40]
     assert len(set(plain) & set(by_margin[:30].tolist())) == 30

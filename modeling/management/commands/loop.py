@@ -130,12 +130,22 @@ class Command(BaseCommand):
                               f"{'yes' if r.activated else 'no':9}  {note}")
 
     def _curve(self, numbers):
-        self.stdout.write("\nLearning curve (hold-out macro F1 against labels)")
-        majority = {m["round"]: m["macro_f1"] for m in numbers["majority"]}
-        for p in numbers["sampler"]:
-            self.stdout.write(f"  round {p['round']:>2}  {p['labels']:>5} labels  {p['sampler']:11}  F1 "
-                              f"{_f(p['macro_f1'])}  majority {_f(majority.get(p['round']))}  accuracy {_f(p['accuracy'])}  "
-                              f"ECE {_f(p['ece'])}  (hold-out {p['n']})")
+        if numbers.get("same_items"):
+            self.stdout.write(f"\nLearning curve (macro F1 against labels, every version on the same {numbers['n']} "
+                              f"hold-out items, bootstrap 95% intervals)")
+            for p in numbers["sampler"]:
+                interval = f"[{_f(p['interval'][0])}, {_f(p['interval'][1])}]" if p.get("interval") else "[-]"
+                self.stdout.write(f"  round {p['round']:>2}  {p['labels']:>5} labels  F1 {_f(p['macro_f1'])} {interval}  "
+                                  f"labels chosen by {p['chosen_by']}")
+            self.stdout.write("  baselines on the same items: " + ", ".join(
+                f"{name} {_f(value)}" for name, value in numbers["baselines"].items()))
+        else:
+            self.stdout.write("\nLearning curve (hold-out macro F1 against labels; each round on its own hold-out)")
+            majority = {m["round"]: m["macro_f1"] for m in numbers["majority"]}
+            for p in numbers["sampler"]:
+                self.stdout.write(f"  round {p['round']:>2}  {p['labels']:>5} labels  {p['sampler']:11}  F1 "
+                                  f"{_f(p['macro_f1'])}  majority {_f(majority.get(p['round']))}  accuracy "
+                                  f"{_f(p['accuracy'])}  ECE {_f(p['ece'])}  (hold-out {p['n']})")
         random = numbers["random"]
         if random is None:
             return
@@ -144,7 +154,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"  random arm (simulated at round {random['round']}, on its hold-out of {random['n']}):")
         for p in random["points"]:
-            self.stdout.write(f"    {p['labels']:>5} labels  F1 {_f(p['macro_f1'])} ± {_f(p.get('sd'))}")
+            interval = f" [{_f(p['interval'][0])}, {_f(p['interval'][1])}]" if p.get("interval") else ""
+            self.stdout.write(f"    {p['labels']:>5} labels  F1 {_f(p['macro_f1'])} ± {_f(p.get('sd'))}{interval}")
         self.stdout.write(f"  At round {random['round']} both arms draw on the same {random['labels']} labels; compare "
                           f"them at the earlier sizes.")
         if random["trained_on"] and random["trained_on"] != random["labels"]:

@@ -3,11 +3,12 @@
     manage.py models                   # all versions
     manage.py models --kind fluency
     manage.py models activate fluency 3
-    manage.py models activate fluency 3 --force   # even though it does not beat the majority class
+    manage.py models activate fluency 3 --force   # even though the activation rule flags it
     manage.py models activate captioner 2 --force # even though it does not beat caption retrieval
 
-A captioner's line shows its CIDEr (with its bootstrap interval) beside the trivial captioners' on the same test
-split, CLIP-S beside the human references' CLIP-S, "does not beat retrieval" and "not usable" where they apply.
+A classifier's line shows its verdict against the baselines on the same items; a captioner's its CIDEr (with
+its bootstrap interval) beside the trivial captioners' on the same test split, CLIP-S beside the human
+references' CLIP-S, "does not beat retrieval" and "not usable" where they apply.
 
 The model pack (pretrained models from local files, the pack app):
 
@@ -17,12 +18,10 @@ The model pack (pretrained models from local files, the pack app):
 """
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import captioner_report, evaluation, registry
+from modeling import captioner_report, registry, verdicts
 from modeling.models import Kind, ModelVersion
 from modeling.trainers.base import TrainingError
 from pack.management import pretrained
-
-BELOW_MAJORITY = "does not beat majority"
 
 
 class Command(BaseCommand):
@@ -41,8 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--source", default="", help="add-pretrained: where the files came from")
         parser.add_argument("--kind", dest="kind_filter", choices=Kind.values, help="list only this kind")
         parser.add_argument("--force", action="store_true",
-                            help="with activate: activate even a version that does not beat the majority class "
-                                 "(a captioner: retrieval) or is marked not usable")
+                            help="with activate: activate even a version the activation rule flags, a "
+                                 "captioner that does not beat retrieval, or one marked not usable")
 
     def handle(self, *args, **opts):
         if opts["action"] in pretrained.ACTIONS:
@@ -59,6 +58,8 @@ class Command(BaseCommand):
             versions = versions.filter(kind=kind)
         if not versions:
             self.stdout.write("No model versions.")
+        else:
+            self.stdout.write(f"Activation rule: {verdicts.RULE}")
         for v in versions:
             self.stdout.write(self._line(v))
 
@@ -71,8 +72,7 @@ class Command(BaseCommand):
         try:
             registry.activate(version, force=opts["force"])
         except TrainingError as exc:
-            forced = ("does_not_beat_majority", "does_not_beat_retrieval", "not_usable")
-            hint = " Add --force to activate it anyway." if exc.code in forced else ""
+            hint = " Add --force to activate it anyway." if exc.code != "mismatched_checkpoint" else ""
             raise CommandError(f"{exc}{hint}") from None
         self.stdout.write(self.style.SUCCESS(f"{version} is now active."))
 
@@ -80,12 +80,18 @@ class Command(BaseCommand):
         headline = ", ".join(f"{k}={val:.3f}" if isinstance(val, float) else f"{k}={val}"
                              for k, val in (v.metrics or {}).items()
                              if isinstance(val, (int, float)) and not isinstance(val, bool))[:160]
-        warning = f"  [{BELOW_MAJORITY}]" if evaluation.does_not_beat_majority(v.metrics) else ""
+        line = (f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
+                f"{v.config.get('trainer', '?'):<24} ")
+        warning = ""
         if v.kind == Kind.CAPTIONER:
             headline = captioner_report.cli_summary(v.metrics) or headline
             if captioner_report.does_not_beat_retrieval(v.metrics):
                 warning += f"  [{captioner_report.BELOW_RETRIEVAL}]"
         if not v.usable:
             warning += f"  [not usable: {v.usable_note or 'trained on too little to learn'}]"
-        return (f"{'*' if v.active else ' '} {v.kind:<10} v{v.version:<3} run #{v.run_id or '-':<5} "
-                f"{v.config.get('trainer', '?'):<24} {headline}{warning}")
+        line = f"{line}{headline}{warning}"
+        shown = verdicts.display(v.metrics)
+        if shown is None:
+            return line
+        state = "activatable" if shown["activatable"] else "FLAGGED"
+        return f"{line}  [{state}: {shown['headline']}]\n      verdict: {shown['text']}"
