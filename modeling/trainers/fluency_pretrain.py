@@ -1,0 +1,445 @@
+"""The error detector of the "fluency-detector" trainer: the packaged sentence encoder fine-tuned to tell
+in-domain sentences from synthetic corruptions of them (fluency_noise), at sentence and token level.
+
+Why: a frozen, pooled sentence vector averages a wrong preposition or a missing "-s" away in a long
+caption; a detector fine-tuned on minimal pairs learns where such errors sit. This is ELECTRA's
+replaced-token detection (Clark et al. 2020, "ELECTRA: Pre-training Text Encoders as Discriminators
+Rather Than Generators") with the generator replaced by rule-based corruptions of unlabelled in-domain
+text, as synthetic-data pre-training for grammatical error correction does (Grundkiewicz,
+Junczys-Dowmunt and Heafield 2019); the sentence-level half is an acceptability classifier in the
+sense of CoLA (Warstadt, Singh and Bowman 2019). The token head's highest score is kept as a feature
+next to the sentence score: one wrong word in a long caption is a local event, and the maximum of
+token scores finds it where a mean does not (the per-token minimum of Lau, Clark and Lappin 2017's
+acceptability measures plays the same part for language-model scores).
+
+Cost on a CPU: the embeddings and the lower ``freeze_layers`` transformer layers stay frozen, so a step
+back-propagates through the top layers only and the stored detector holds only what was trained (a
+few MB; the frozen rest comes from the verified packaged encoder). Sequences are cut at ``max_length``
+word pieces. A few hundred steps of 32 sentences take about a minute on two cores.
+
+Memorisation: the in-domain corpus holds the very sentences the people rate, errors included, and a
+detector that has seen a flawed sentence as an "original" many times learns to call it clean. The
+corpus is therefore split in ``crossfit`` parts (cross-fitting, as in Chernozhukov et al. 2018's
+double machine learning): each detector trains on the other parts and scores its own part; texts
+outside the corpus go to a detector chosen by their hash.
+
+Detectors are cached in storage under the sha256 of the corpus, the noise rules' version and the
+settings (``cache_key``), so the rounds of a learning loop and the cross-validation folds reuse them.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import random
+import threading
+import time
+
+import numpy as np
+
+from .base import TrainingError
+
+log = logging.getLogger(__name__)
+
+NOISE_VERSION = 1  # bump when fluency_noise changes what it generates
+STORE_DIR = "modeling/detectors"
+FEATURES = ("sentence", "token_max", "token_top2", "token_mean", "token_share")
+_cache: dict[str, "Detectors"] = {}
+_lock = threading.Lock()
+
+DEFAULTS = {
+    "pretrain_steps": 160,       # optimiser steps per detector
+    "pretrain_batch": 32,        # sentences per step, half originals, half corruptions
+    "pretrain_lr": 1e-4,         # the trained transformer layers
+    "pretrain_head_lr": 1e-3,    # the sentence and token heads
+    "max_length": 64,            # word pieces per sentence
+    "freeze_layers": 4,          # the lower layers (of 6) kept frozen
+    "variants": 4,               # corruptions generated per corpus sentence
+    "token_weight": 1.0,         # weight of the token-level loss beside the sentence-level one
+    "crossfit": 2,               # corpus parts (1: one detector, trained on everything)
+    "pretrain_threads": 0,       # torch threads while pre-training (0: as the run)
+}
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def settings_of(config: dict) -> dict:
+    return {k: type(v)(config.get(k, v)) for k, v in DEFAULTS.items()}
+
+
+def cache_key(texts: list[str], encoder_key: str, settings: dict, seed: int) -> str:
+    payload = {"texts": sorted(set(texts)), "encoder": encoder_key, "noise": NOISE_VERSION, "seed": int(seed),
+               "settings": {k: v for k, v in settings.items() if k != "pretrain_threads"}}
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def part_of(text: str, parts: int) -> int:
+    return int(hashlib.sha256((text or "").encode()).hexdigest()[:8], 16) % max(1, parts)
+
+
+# --- the model ---------------------------------------------------------------------------------------------
+
+def base_encoder(encoder_name: str | None):
+    """(tokenizer, transformer) of the packaged sentence encoder, verified, offline, on the CPU."""
+    import os
+
+    from modeling import encoders
+
+    spec = encoders.spec_of(encoder_name)
+    directory = encoders.verify(spec)
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ[variable] = "1"
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        model = AutoModel.from_pretrained(str(directory), local_files_only=True, use_safetensors=True)
+    except (OSError, ValueError) as exc:
+        raise TrainingError(f"The encoder {spec.name!r} could not be loaded for fine-tuning: {str(exc)[:300]}",
+                            code="encoder_broken") from None
+    return tokenizer, model, encoders.cache_key(spec)
+
+
+def build_detector(transformer, freeze_layers: int):
+    torch = _torch()
+    nn = torch.nn
+
+    class ErrorDetector(nn.Module):
+        """``forward(ids, mask)`` -> (sentence logit [B] (> 0: corrupted), token logits [B, T])."""
+
+        def __init__(self):
+            super().__init__()
+            self.encoder = transformer
+            width = transformer.config.hidden_size
+            self.sentence = nn.Linear(width, 1)
+            self.token = nn.Linear(width, 1)
+            self.frozen = int(freeze_layers)
+            for p in self.encoder.embeddings.parameters():
+                p.requires_grad = False
+            for layer in self.encoder.encoder.layer[:self.frozen]:
+                for p in layer.parameters():
+                    p.requires_grad = False
+
+        def _mask(self, hidden, mask):
+            from transformers.masking_utils import create_bidirectional_mask
+
+            return create_bidirectional_mask(config=self.encoder.config, inputs_embeds=hidden, attention_mask=mask)
+
+        def prefix(self, ids, mask):
+            """The hidden states after the frozen layers (no gradient needed: nothing there trains)."""
+            with torch.no_grad():
+                hidden = self.encoder.embeddings(input_ids=ids)
+                attention = self._mask(hidden, mask)
+                for layer in self.encoder.encoder.layer[:self.frozen]:
+                    hidden = layer(hidden, attention)
+            return hidden
+
+        def top(self, hidden, mask):
+            attention = self._mask(hidden, mask)
+            for layer in self.encoder.encoder.layer[self.frozen:]:
+                hidden = layer(hidden, attention)
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+            return self.sentence(pooled).squeeze(-1), self.token(hidden).squeeze(-1)
+
+        def forward(self, ids, mask):
+            return self.top(self.prefix(ids, mask), mask)
+
+        def trained_state(self) -> dict:
+            """Only what training changed: the unfrozen layers and the heads."""
+            keep = {n for n, p in self.named_parameters() if p.requires_grad}
+            return {k: v.detach().cpu().clone() for k, v in self.state_dict().items()
+                    if k in keep or k.startswith(("sentence.", "token."))}
+
+    return ErrorDetector()
+
+
+# --- training data -----------------------------------------------------------------------------------------
+
+def parse(texts: list[str]):
+    from curation.pipeline import nlp
+
+    pipeline = nlp.load(frozenset({"pos", "deps", "lemma"}))
+    return list(pipeline.pipe([t[:1000] for t in texts], batch_size=128))
+
+
+def make_examples(docs, variants: int, seed: int) -> tuple[list, list]:
+    """(originals, corruptions): each an example ``(words, word_labels)``; ``variants`` corruptions per
+    sentence, classes drawn at random."""
+    from .fluency_noise import corrupt
+
+    rng = random.Random(f"fluency-noise:{seed}")
+    originals, corruptions = [], []
+    for doc in docs:
+        words = [t.text for t in doc if not t.is_space]
+        if len(words) < 3:
+            continue
+        originals.append((words, [0] * len(words)))
+        for _ in range(variants):
+            made = corrupt(doc, rng)
+            if made is None:
+                continue
+            new_words, changed, _ = made
+            new_words = [w.strip() for w in new_words]
+            labels = [0] * len(new_words)
+            for n in changed:
+                if 0 <= n < len(labels):
+                    labels[n] = 1
+            corruptions.append((new_words, labels))
+    return originals, corruptions
+
+
+def encode(tokenizer, examples, max_length: int):
+    torch = _torch()
+    batch = tokenizer([w for w, _ in examples], is_split_into_words=True, truncation=True, max_length=max_length,
+                      padding=True, return_tensors="pt")
+    labels = torch.full(batch["input_ids"].shape, -1.0)
+    for row, (_, word_labels) in enumerate(examples):
+        for col, word in enumerate(batch.word_ids(row)):
+            if word is not None and word < len(word_labels):
+                labels[row, col] = float(word_labels[word])
+    return batch["input_ids"], batch["attention_mask"], labels
+
+
+def train_detector(tokenizer, transformer, originals, corruptions, settings: dict, seed: int, echo=None):
+    """One detector: the frozen layers run once over every example drawn for training (their output is
+    kept, so a step runs and back-propagates through the top layers only), then ``pretrain_steps`` steps of
+    half originals, half corruptions, with a linear warm-up and decay."""
+    torch = _torch()
+    from copy import deepcopy
+
+    torch.manual_seed(seed)
+    model = build_detector(deepcopy(transformer), settings["freeze_layers"])
+    rng = random.Random(f"fluency-detector:{seed}")
+    steps, half = settings["pretrain_steps"], max(1, settings["pretrain_batch"] // 2)
+    need = steps * half
+    pool = {0: _draw(originals, need, rng), 1: _draw(corruptions, need, rng)}
+    started = time.perf_counter()
+    cached = {label: _prefixes(model, tokenizer, examples, settings["max_length"])
+              for label, examples in pool.items()}
+    model.train()
+    encoder_params = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith("encoder.")]
+    head_params = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
+    optimizer = torch.optim.AdamW([{"params": encoder_params, "lr": settings["pretrain_lr"]},
+                                   {"params": head_params, "lr": settings["pretrain_head_lr"]}], weight_decay=0.01)
+    warm = max(1, steps // 10)
+    bases = [g["lr"] for g in optimizer.param_groups]
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    losses = []
+    order = {label: list(range(len(rows))) for label, rows in cached.items()}
+    for rows in order.values():
+        rng.shuffle(rows)
+    for step in range(steps):
+        scale = (step + 1) / warm if step < warm else max(0.0, (steps - step) / max(1, steps - warm))
+        for group, base in zip(optimizer.param_groups, bases):
+            group["lr"] = base * scale
+        picks = [cached[0][i] for i in _cycle(order[0], step * half, half)] + \
+            [cached[1][i] for i in _cycle(order[1], step * half, half)]
+        hidden, mask, token_labels = _pad(picks)
+        y = torch.tensor([0.0] * half + [1.0] * half)
+        sentence, tokens = model.top(hidden, mask)
+        valid = token_labels >= 0
+        # Multiple-instance term: a sentence is corrupted when its most suspicious word is (the max of the
+        # token logits), so the token head must stay low on every word of an original.
+        most = tokens.masked_fill(~valid, -1e4).max(dim=1).values
+        loss = bce(sentence, y) + bce(most, y) + settings["token_weight"] * bce(tokens[valid], token_labels[valid])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if echo and (step + 1) % max(1, steps // 4) == 0:
+            echo(f"Detector pre-training: step {step + 1}/{steps}, loss {np.mean(losses[-20:]):.3f}, "
+                 f"{time.perf_counter() - started:.0f} s.")
+    model.eval()
+    return model, float(np.mean(losses[-20:])) if losses else None
+
+
+def _draw(examples, need: int, rng) -> list:
+    """``need`` examples: a sample, or shuffled copies of all of them when there are fewer."""
+    if len(examples) >= need:
+        return rng.sample(examples, need)
+    out: list = []
+    while len(out) < need:
+        chunk = list(examples)
+        rng.shuffle(chunk)
+        out += chunk
+    return out[:need]
+
+
+def _cycle(order: list[int], start: int, count: int) -> list[int]:
+    return [order[(start + k) % len(order)] for k in range(count)]
+
+
+def _prefixes(model, tokenizer, examples, max_length: int, batch: int = 64) -> list:
+    """[(hidden after the frozen layers [L, H], token labels [L])] per distinct example."""
+    torch = _torch()
+    out, memo = [], {}
+    for start in range(0, len(examples), batch):
+        chunk = examples[start:start + batch]
+        todo = [e for e in chunk if id(e) not in memo]
+        if todo:
+            ids, mask, labels = encode(tokenizer, todo, max_length)
+            hidden = model.prefix(ids, mask)
+            for row, example in enumerate(todo):
+                length = int(mask[row].sum())
+                memo[id(example)] = (hidden[row, :length].to(torch.bfloat16), labels[row, :length])
+        out += [memo[id(e)] for e in chunk]
+    return out
+
+
+def _pad(rows):
+    torch = _torch()
+    width = max(h.shape[0] for h, _ in rows)
+    dim = rows[0][0].shape[1]
+    hidden = torch.zeros((len(rows), width, dim))
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), -1.0)
+    for n, (h, lab) in enumerate(rows):
+        hidden[n, :h.shape[0]] = h.float()
+        mask[n, :h.shape[0]] = 1
+        labels[n, :h.shape[0]] = lab
+    return hidden, mask, labels
+
+
+# --- the set of detectors, cached ----------------------------------------------------------------------------
+
+class Detectors:
+    """The cross-fitted detectors of one corpus: ``features(texts)`` -> [n, len(FEATURES)]."""
+
+    def __init__(self, key: str, tokenizer, models: list, corpus_parts: dict[str, int], settings: dict, facts: dict):
+        self.key, self.tokenizer, self.models = key, tokenizer, models
+        self.corpus_parts, self.settings, self.facts = corpus_parts, settings, facts
+
+    def detector_for(self, text: str) -> int:
+        """The detector that did not train on ``text``: its own part's for a corpus text."""
+        parts = len(self.models)
+        if text in self.corpus_parts:
+            return self.corpus_parts[text]
+        return part_of(text, parts)
+
+    def features(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        torch = _torch()
+        out = np.zeros((len(texts), len(FEATURES)), dtype=np.float32)
+        groups: dict[int, list[int]] = {}
+        for n, t in enumerate(texts):
+            groups.setdefault(self.detector_for(t or ""), []).append(n)
+        with torch.no_grad():
+            for part, idx in groups.items():
+                model = self.models[part]
+                for start in range(0, len(idx), batch_size):
+                    chunk = idx[start:start + batch_size]
+                    examples = [((texts[n] or "").split() or ["."], []) for n in chunk]
+                    ids, mask, _ = encode(self.tokenizer, examples, self.settings["max_length"])
+                    sentence, tokens = model(ids, mask)
+                    special = (ids == self.tokenizer.cls_token_id) | (ids == self.tokenizer.sep_token_id) | (mask == 0)
+                    tokens = tokens.masked_fill(special, -30.0)
+                    probs = torch.sigmoid(tokens)
+                    counts = (~special).sum(1).clamp(min=1)
+                    top = torch.topk(tokens, k=min(2, tokens.shape[1]), dim=1).values
+                    for row, n in enumerate(chunk):
+                        out[n] = [float(sentence[row]), float(top[row, 0]), float(top[row].mean()),
+                                  float(probs[row].sum() / counts[row]),
+                                  float(((probs[row] > 0.5).sum()) / counts[row])]
+        return out
+
+
+def _store_name(key: str) -> str:
+    return f"{STORE_DIR}/{key}.pt"
+
+
+def load_cached(key: str, encoder_name: str | None) -> Detectors | None:
+    """The detectors of ``key`` from this process or from storage; None when never trained."""
+    from django.core.files.storage import default_storage
+
+    from modeling import registry
+
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+    name = _store_name(key)
+    if not default_storage.exists(name):
+        return None
+    saved = registry.load_state_bytes(registry.read_storage(name, "The error detector"), "The error detector")
+    meta = json.loads(registry.read_storage(f"{STORE_DIR}/{key}.json", "The error detector's facts").decode())
+    tokenizer, transformer, _ = base_encoder(encoder_name)
+    models = []
+    for state in saved["detectors"]:
+        model = build_detector(_copy(transformer), meta["settings"]["freeze_layers"])
+        missing = model.load_state_dict(state, strict=False)
+        if missing.unexpected_keys:
+            raise TrainingError("The stored error detector does not match the encoder.", code="bad_checkpoint")
+        models.append(model.eval())
+    found = Detectors(key, tokenizer, models, meta["corpus_parts"], meta["settings"], meta["facts"])
+    with _lock:
+        _cache[key] = found
+    return found
+
+
+def _copy(module):
+    from copy import deepcopy
+
+    return deepcopy(module)
+
+
+def pretrain(texts: list[str], config: dict, encoder_name: str | None, seed: int, echo=None) -> Detectors:
+    """The cross-fitted detectors for this corpus and config: from the cache, or trained now and stored."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    from modeling import threads
+
+    torch = _torch()
+    settings = settings_of(config)
+    corpus = sorted({t.strip() for t in texts if t and t.strip()})
+    tokenizer, transformer, encoder_key = base_encoder(encoder_name)
+    key = cache_key(corpus, encoder_key, settings, seed)
+    found = load_cached(key, encoder_name)
+    if found is not None:
+        found.facts = dict(found.facts, reused=True)
+        return found
+    started = time.perf_counter()
+    parts = max(1, settings["crossfit"])
+    corpus_parts = {t: part_of(t, parts) for t in corpus}
+    with threads.torch_threads(settings["pretrain_threads"]):
+        docs = parse(corpus)
+        models, losses, counts = [], [], []
+        for part in range(parts):
+            chosen = [d for d, t in zip(docs, corpus) if parts == 1 or corpus_parts[t] != part]
+            originals, corruptions = make_examples(chosen, settings["variants"], seed + part)
+            if not originals or not corruptions:
+                raise TrainingError("The corpus gave no sentences to corrupt.", code="corpus_too_small")
+            model, loss = train_detector(tokenizer, transformer, originals, corruptions, settings, seed + part, echo)
+            models.append(model)
+            losses.append(loss)
+            counts.append({"originals": len(originals), "corruptions": len(corruptions)})
+    seconds = round(time.perf_counter() - started, 1)
+    facts = {"corpus": len(corpus), "parts": parts, "examples": counts, "final_loss": losses, "seconds": seconds,
+             "trained_at_threads": torch.get_num_threads(), "reused": False}
+    buffer = io.BytesIO()
+    torch.save({"detectors": [m.trained_state() for m in models]}, buffer)
+    for name, data in ((_store_name(key), buffer.getvalue()),
+                       (f"{STORE_DIR}/{key}.json", json.dumps({"settings": settings, "corpus_parts": corpus_parts,
+                                                               "facts": facts}, ensure_ascii=False).encode())):
+        if default_storage.exists(name):
+            default_storage.delete(name)
+        default_storage.save(name, ContentFile(data))
+    found = Detectors(key, tokenizer, models, corpus_parts, settings, facts)
+    with _lock:
+        _cache[key] = found
+    return found
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+__all__ = ["DEFAULTS", "FEATURES", "Detectors", "pretrain", "load_cached", "cache_key", "clear_cache"]
