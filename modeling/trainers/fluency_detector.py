@@ -72,6 +72,8 @@ class FluencyDetectorTrainer(FluencyEncoderTrainer):
         "corpus_max": 4000,         # a seeded sample of at most this many sentences
         "min_corpus": MIN_CORPUS,
         "lexical": True,            # the wordfreq features beside the detector's
+        "grammar": True,            # counts of agreement-rule violations in the spaCy parse
+        "with_encoder": False,      # also the fluency-encoder's features (sentence vector, POS bigrams)
     }
 
     # --- data ---------------------------------------------------------------------------------
@@ -108,8 +110,11 @@ class FluencyDetectorTrainer(FluencyEncoderTrainer):
                                               int(config.get("pretrain_seed", 0)), echo=echo)
         info = {"encoder": _describe(config.get("encoder") or None), "use_source": False, "syntax": False,
                 "language": language, "detector": detectors.key, "lexical": bool(config.get("lexical", True)),
+                "grammar": bool(config.get("grammar", True)), "with_encoder": bool(config.get("with_encoder")),
                 "feature_names": list(DETECTOR_FEATURES) + (list(LEXICAL_FEATURES) if config.get("lexical", True)
-                                                            else [])}
+                                                            else [])
+                + (list(GRAMMAR_FEATURES) if config.get("grammar", True) else [])
+                + (["encoder vector and POS bigrams"] if config.get("with_encoder") else [])}
         x_all = self.features_like(info, [i["text"] for i in items])
         facts = detectors.facts
         when = "reused from the cache" if facts.get("reused") else f"pre-trained in {facts.get('seconds')} s"
@@ -146,10 +151,15 @@ class FluencyDetectorTrainer(FluencyEncoderTrainer):
         if detectors is None:
             raise TrainingError(f"The error detector {info['detector'][:16]} of this version is missing from "
                                 f"storage; train the version again.", code="bad_checkpoint")
-        x = detectors.features(list(texts))
+        parts = [detectors.features(list(texts))]
         if info.get("lexical", True):
-            x = np.concatenate([x, lexical_features(list(texts), info.get("language") or "en")], axis=1)
-        return x.astype(np.float32)
+            parts.append(lexical_features(list(texts), info.get("language") or "en"))
+        if info.get("grammar", True):
+            parts.append(grammar_features(list(texts)))
+        if info.get("with_encoder"):
+            parts.append(super().text_features(list(texts), None, encoder=(info.get("encoder") or {}).get("name"),
+                                               syntax=True, language=info.get("language") or "en"))
+        return np.concatenate(parts, axis=1).astype(np.float32)
 
     def text_features(self, texts, sources=None, *, encoder=None, syntax=True, language="en", detector=None,
                       lexical=True):
@@ -203,3 +213,83 @@ def corpus_texts(campaign, config: dict) -> tuple[list[str], dict]:
 
 
 register(FluencyDetectorTrainer)
+
+
+# --- grammar checks ---------------------------------------------------------------------------------------
+
+GRAMMAR_FEATURES = ("repeated_word", "a_an_mismatch", "determiner_number", "subject_verb", "no_finite_verb",
+                    "analytic_comparative", "double_determiner", "bare_singular")
+SINGULAR_DETERMINERS = {"a", "an", "this", "that", "one", "each", "every", "another"}
+PLURAL_DETERMINERS = {"these", "those", "many", "several", "few", "both", "various", "numerous"}
+
+
+def grammar_features(texts: list[str]) -> np.ndarray:
+    """Counts of violations of general English agreement rules, from the spaCy parse (the kind of rules a
+    grammar checker such as LanguageTool applies; Naber 2003): a word repeated at once, "a" before a vowel
+    or "an" before a consonant letter, a singular determiner before a plural noun or a plural one before
+    a singular noun, a subject whose number the verb contradicts, a sentence of eight words or more with
+    no finite verb, "more"/"most" before a comparative or a one-syllable adjective, two determiners in a
+    row, and a singular count noun with no determiner as a subject or object."""
+    from .fluency_pretrain import parse
+
+    out = np.zeros((len(texts), len(GRAMMAR_FEATURES)), dtype=np.float32)
+    for n, doc in enumerate(parse([t or "" for t in texts])):
+        toks = [t for t in doc if not t.is_space]
+        f = dict.fromkeys(GRAMMAR_FEATURES, 0.0)
+        for a, b in zip(toks, toks[1:]):
+            if a.is_alpha and a.lower_ == b.lower_:
+                f["repeated_word"] += 1
+            if a.lower_ == "a" and b.is_alpha and b.lower_[:1] in "aeiou" and not b.lower_.startswith(("uni", "use",
+                                                                                                      "eu", "one")):
+                f["a_an_mismatch"] += 1
+            if a.lower_ == "an" and b.is_alpha and b.lower_[:1] not in "aeiouh":
+                f["a_an_mismatch"] += 1
+            if a.pos_ == "DET" and b.pos_ == "DET" and a.lower_ != "all" and b.lower_ not in ("all", "both"):
+                f["double_determiner"] += 1
+            if a.lower_ in ("more", "most") and (b.tag_ in ("JJR", "JJS") or (b.tag_ == "JJ" and _syllables(b.lower_)
+                                                                             == 1)):
+                f["analytic_comparative"] += 1
+        for t in toks:
+            if t.pos_ in ("NOUN",) and t.tag_ in ("NN", "NNS"):
+                dets = [c.lower_ for c in t.children if c.dep_ in ("det", "nummod")]
+                if t.tag_ == "NNS" and any(d in SINGULAR_DETERMINERS for d in dets):
+                    f["determiner_number"] += 1
+                if t.tag_ == "NN" and any(d in PLURAL_DETERMINERS or (d.isdigit() and d != "1") for d in dets):
+                    f["determiner_number"] += 1
+                if (t.tag_ == "NN" and t.dep_ in ("nsubj", "dobj") and not any(
+                        c.dep_ in ("det", "poss", "nummod", "compound") for c in t.children)
+                        and t.lower_ not in _MASS and t.i > 0):
+                    f["bare_singular"] += 1
+            if t.dep_ == "nsubj" and t.tag_ in ("NN", "NNS", "NNP"):
+                verb = t.head
+                finite = [verb] + [c for c in verb.children if c.dep_ in ("aux", "auxpass")]
+                finite = [v for v in finite if v.tag_ in ("VBZ", "VBP") or v.lower_ in ("was", "were")]
+                coordinated = any(c.dep_ == "conj" for c in t.children)
+                plural = t.tag_ == "NNS" or coordinated
+                for v in finite[:1]:
+                    if plural and (v.tag_ == "VBZ" or v.lower_ == "was"):
+                        f["subject_verb"] += 1
+                    if not plural and t.tag_ != "NNP" and (v.tag_ == "VBP" or v.lower_ == "were"):
+                        f["subject_verb"] += 1
+        if len(toks) >= 8 and not any(t.tag_ in ("VBZ", "VBP", "VBD", "MD") for t in toks) and \
+                any(t.pos_ == "VERB" for t in toks):
+            f["no_finite_verb"] = 1.0
+        out[n] = [f[k] for k in GRAMMAR_FEATURES]
+    return out
+
+
+_MASS = {"water", "information", "equipment", "furniture", "rain", "snow", "music", "traffic", "food", "art",
+         "work", "research", "news", "advice", "evidence", "money", "time", "light", "steel", "wood", "paper",
+         "oil", "gold", "silver", "glass", "cotton", "wool", "stone", "clay", "bronze", "marble", "police"}
+
+
+def _syllables(word: str) -> int:
+    groups, previous = 0, False
+    for ch in word:
+        vowel = ch in "aeiouy"
+        if vowel and not previous:
+            groups += 1
+        previous = vowel
+    if word.endswith("e") and groups > 1:
+        groups -= 1
+    return max(1, groups)

@@ -42,19 +42,20 @@ from .base import TrainingError
 
 log = logging.getLogger(__name__)
 
-NOISE_VERSION = 1  # bump when fluency_noise changes what it generates
+NOISE_VERSION = 2  # bump when fluency_noise or the detector changes
 STORE_DIR = "modeling/detectors"
 FEATURES = ("sentence", "token_max", "token_top2", "token_mean", "token_share")
 _cache: dict[str, "Detectors"] = {}
 _lock = threading.Lock()
 
 DEFAULTS = {
-    "pretrain_steps": 160,       # optimiser steps per detector
-    "pretrain_batch": 32,        # sentences per step, half originals, half corruptions
-    "pretrain_lr": 1e-4,         # the trained transformer layers
+    "pretrain_steps": 600,       # optimiser steps per detector
+    "pretrain_batch": 64,        # sentences per step, half originals, half corruptions
+    "pretrain_lr": 5e-5,         # fine-tuned transformer layers (only with freeze_layers below the depth)
     "pretrain_head_lr": 1e-3,    # the sentence and token heads
-    "max_length": 64,            # word pieces per sentence
-    "freeze_layers": 4,          # the lower layers (of 6) kept frozen
+    "max_length": 80,            # word pieces per sentence
+    "freeze_layers": 6,          # frozen layers (of 6): all, a probe; fewer fine-tunes the rest (slow on a CPU)
+    "probe_layers": [3, 6],      # the layers a probe reads
     "variants": 4,               # corruptions generated per corpus sentence
     "token_weight": 1.0,         # weight of the token-level loss beside the sentence-level one
     "crossfit": 2,               # corpus parts (1: one detector, trained on everything)
@@ -69,7 +70,11 @@ def _torch():
 
 
 def settings_of(config: dict) -> dict:
-    return {k: type(v)(config.get(k, v)) for k, v in DEFAULTS.items()}
+    out = {}
+    for key, default in DEFAULTS.items():
+        value = config.get(key, default)
+        out[key] = [int(v) for v in value] if isinstance(default, list) else type(default)(value)
+    return out
 
 
 def cache_key(texts: list[str], encoder_key: str, settings: dict, seed: int) -> str:
@@ -108,9 +113,18 @@ def base_encoder(encoder_name: str | None):
     return tokenizer, model, encoders.cache_key(spec)
 
 
-def build_detector(transformer, freeze_layers: int):
+def build_detector(transformer, freeze_layers: int, probe_layers=(3, 6), width: int = 256):
+    """The detector. With every layer frozen (``freeze_layers`` = the encoder's depth, the default) it is a
+    probe: the outputs of ``probe_layers`` (1-based; middle layers carry most syntax, Tenney, Das and
+    Pavlick 2019, "BERT Rediscovers the Classical NLP Pipeline"), concatenated per word piece, go through
+    a small two-layer token head, and the sentence head reads their mean and maximum. Otherwise the
+    layers above ``freeze_layers`` are fine-tuned too and the heads read the last layer."""
     torch = _torch()
     nn = torch.nn
+    depth = len(transformer.encoder.layer)
+    frozen = min(int(freeze_layers), depth)
+    probe = [int(n) for n in probe_layers if 0 <= int(n) <= depth] if frozen == depth else []
+    dim = transformer.config.hidden_size * (len(probe) or 1)
 
     class ErrorDetector(nn.Module):
         """``forward(ids, mask)`` -> (sentence logit [B] (> 0: corrupted), token logits [B, T])."""
@@ -118,15 +132,18 @@ def build_detector(transformer, freeze_layers: int):
         def __init__(self):
             super().__init__()
             self.encoder = transformer
-            width = transformer.config.hidden_size
-            self.sentence = nn.Linear(width, 1)
-            self.token = nn.Linear(width, 1)
-            self.frozen = int(freeze_layers)
-            for p in self.encoder.embeddings.parameters():
+            self.frozen, self.probe = frozen, probe
+            if probe:  # linear heads, fitted in closed form by fit_probe
+                self.token = nn.Sequential(nn.Linear(dim, 1))
+                self.sentence = nn.Sequential(nn.Linear(2 * dim, 1))
+            else:
+                self.token = nn.Sequential(nn.Dropout(0.1), nn.Linear(dim, width), nn.GELU(), nn.Linear(width, 1))
+                self.sentence = nn.Sequential(nn.Dropout(0.1), nn.Linear(2 * dim, 1))
+            for p in self.encoder.parameters():
                 p.requires_grad = False
-            for layer in self.encoder.encoder.layer[:self.frozen]:
+            for layer in self.encoder.encoder.layer[frozen:]:
                 for p in layer.parameters():
-                    p.requires_grad = False
+                    p.requires_grad = True
 
         def _mask(self, hidden, mask):
             from transformers.masking_utils import create_bidirectional_mask
@@ -134,30 +151,35 @@ def build_detector(transformer, freeze_layers: int):
             return create_bidirectional_mask(config=self.encoder.config, inputs_embeds=hidden, attention_mask=mask)
 
         def prefix(self, ids, mask):
-            """The hidden states after the frozen layers (no gradient needed: nothing there trains)."""
+            """The states after the frozen layers (the probed layers' outputs concatenated in a probe); no
+            gradient: nothing there trains."""
             with torch.no_grad():
                 hidden = self.encoder.embeddings(input_ids=ids)
                 attention = self._mask(hidden, mask)
-                for layer in self.encoder.encoder.layer[:self.frozen]:
+                kept = [hidden] if 0 in self.probe else []
+                for n, layer in enumerate(self.encoder.encoder.layer[:self.frozen], 1):
                     hidden = layer(hidden, attention)
-            return hidden
+                    if n in self.probe:
+                        kept.append(hidden)
+            return torch.cat(kept, dim=-1) if self.probe else hidden
 
         def top(self, hidden, mask):
-            attention = self._mask(hidden, mask)
-            for layer in self.encoder.encoder.layer[self.frozen:]:
-                hidden = layer(hidden, attention)
+            if self.frozen < len(self.encoder.encoder.layer):
+                attention = self._mask(hidden, mask)
+                for layer in self.encoder.encoder.layer[self.frozen:]:
+                    hidden = layer(hidden, attention)
             m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-            return self.sentence(pooled).squeeze(-1), self.token(hidden).squeeze(-1)
+            mean = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+            most = hidden.masked_fill(m == 0, -1e4).max(dim=1).values
+            return self.sentence(torch.cat([mean, most], dim=-1)).squeeze(-1), self.token(hidden).squeeze(-1)
 
         def forward(self, ids, mask):
             return self.top(self.prefix(ids, mask), mask)
 
         def trained_state(self) -> dict:
-            """Only what training changed: the unfrozen layers and the heads."""
+            """Only what training changed: the heads and any fine-tuned layers."""
             keep = {n for n, p in self.named_parameters() if p.requires_grad}
-            return {k: v.detach().cpu().clone() for k, v in self.state_dict().items()
-                    if k in keep or k.startswith(("sentence.", "token."))}
+            return {k: v.detach().cpu().clone() for k, v in self.state_dict().items() if k in keep}
 
     return ErrorDetector()
 
@@ -217,7 +239,7 @@ def train_detector(tokenizer, transformer, originals, corruptions, settings: dic
     from copy import deepcopy
 
     torch.manual_seed(seed)
-    model = build_detector(deepcopy(transformer), settings["freeze_layers"])
+    model = build_detector(deepcopy(transformer), settings["freeze_layers"], settings["probe_layers"])
     rng = random.Random(f"fluency-detector:{seed}")
     steps, half = settings["pretrain_steps"], max(1, settings["pretrain_batch"] // 2)
     need = steps * half
@@ -225,11 +247,20 @@ def train_detector(tokenizer, transformer, originals, corruptions, settings: dic
     started = time.perf_counter()
     cached = {label: _prefixes(model, tokenizer, examples, settings["max_length"])
               for label, examples in pool.items()}
+    if model.probe:
+        fit_probe(model, cached, seed)
+        if echo:
+            echo(f"Detector probe fitted on {sum(len(set(map(id, v))) for v in cached.values())} sentences, "
+                 f"{time.perf_counter() - started:.0f} s.")
+        model.eval()
+        return model, None
     model.train()
     encoder_params = [p for n, p in model.named_parameters() if p.requires_grad and n.startswith("encoder.")]
     head_params = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
-    optimizer = torch.optim.AdamW([{"params": encoder_params, "lr": settings["pretrain_lr"]},
-                                   {"params": head_params, "lr": settings["pretrain_head_lr"]}], weight_decay=0.01)
+    groups = [{"params": head_params, "lr": settings["pretrain_head_lr"]}]
+    if encoder_params:
+        groups.append({"params": encoder_params, "lr": settings["pretrain_lr"]})
+    optimizer = torch.optim.AdamW(groups, weight_decay=0.01)
     warm = max(1, steps // 10)
     bases = [g["lr"] for g in optimizer.param_groups]
     bce = torch.nn.functional.binary_cross_entropy_with_logits
@@ -260,6 +291,39 @@ def train_detector(tokenizer, transformer, originals, corruptions, settings: dic
                  f"{time.perf_counter() - started:.0f} s.")
     model.eval()
     return model, float(np.mean(losses[-20:])) if losses else None
+
+
+def fit_probe(model, cached: dict, seed: int, negatives_per_positive: int = 8) -> None:
+    """Class-weighted logistic regressions on the frozen states (a probe in the sense of Hewitt and
+    Liang 2019): per word piece, changed or not (every changed piece and a seeded sample of the others),
+    and per sentence, corrupted or not, from the mean and maximum of its pieces' states."""
+    torch = _torch()
+    from sklearn.linear_model import LogisticRegression
+
+    rows = {label: list({id(r): r for r in items}.values()) for label, items in cached.items()}
+    pos, neg = [], []
+    for items in rows.values():
+        for hidden, labels in items:
+            h = hidden.float()
+            pos.append(h[labels == 1])
+            neg.append(h[labels == 0])
+    pos_x, neg_x = torch.cat(pos).numpy(), torch.cat(neg).numpy()
+    rng = np.random.default_rng(seed)
+    keep = rng.choice(len(neg_x), min(len(neg_x), max(1, len(pos_x)) * negatives_per_positive), replace=False)
+    x = np.concatenate([pos_x, neg_x[keep]])
+    y = np.concatenate([np.ones(len(pos_x)), np.zeros(len(keep))])
+    token = LogisticRegression(C=0.1, max_iter=300, class_weight="balanced").fit(x, y)
+    pooled, target = [], []
+    for label, items in rows.items():
+        for hidden, _ in items:
+            h = hidden.float()
+            pooled.append(torch.cat([h.mean(0), h.max(0).values]).numpy())
+            target.append(label)
+    sentence = LogisticRegression(C=0.1, max_iter=300, class_weight="balanced").fit(np.stack(pooled), target)
+    with torch.no_grad():
+        for head, fitted in ((model.token[0], token), (model.sentence[0], sentence)):
+            head.weight.copy_(torch.as_tensor(fitted.coef_, dtype=torch.float32))
+            head.bias.copy_(torch.as_tensor(fitted.intercept_, dtype=torch.float32))
 
 
 def _draw(examples, need: int, rng) -> list:
@@ -372,10 +436,15 @@ def load_cached(key: str, encoder_name: str | None) -> Detectors | None:
     tokenizer, transformer, _ = base_encoder(encoder_name)
     models = []
     for state in saved["detectors"]:
-        model = build_detector(_copy(transformer), meta["settings"]["freeze_layers"])
-        missing = model.load_state_dict(state, strict=False)
-        if missing.unexpected_keys:
-            raise TrainingError("The stored error detector does not match the encoder.", code="bad_checkpoint")
+        model = build_detector(_copy(transformer), meta["settings"]["freeze_layers"],
+                               meta["settings"].get("probe_layers", DEFAULTS["probe_layers"]))
+        try:
+            missing = model.load_state_dict(state, strict=False)
+        except RuntimeError:
+            missing = None
+        if missing is None or missing.unexpected_keys:
+            log.warning("stored error detector %s does not match this code: trained again", key[:16])
+            return None
         models.append(model.eval())
     found = Detectors(key, tokenizer, models, meta["corpus_parts"], meta["settings"], meta["facts"])
     with _lock:
