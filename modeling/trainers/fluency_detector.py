@@ -73,7 +73,7 @@ class FluencyDetectorTrainer(FluencyEncoderTrainer):
         "min_corpus": MIN_CORPUS,
         "lexical": True,            # the wordfreq features beside the detector's
         "grammar": True,            # counts of agreement-rule violations in the spaCy parse
-        "with_encoder": False,      # also the fluency-encoder's features (sentence vector, POS bigrams)
+        "with_encoder": True,       # also the fluency-encoder's features (sentence vector, POS bigrams)
     }
 
     # --- data ---------------------------------------------------------------------------------
