@@ -104,7 +104,8 @@ def test_at_200_labels_it_beats_the_best_trivial_baseline_by_015_on_unseen_capti
     assert model >= best + 0.15, (model, majority, length)
 
 
-def test_a_corpus_too_small_falls_back_to_the_encoder_features_and_says_so(db, alice, django_user_model, media):
+def test_a_corpus_too_small_falls_back_to_the_encoder_features_and_says_so(db, alice, alice_client, django_user_model,
+                                                                          media):
     rows = read_dev()[:60]
     campaign, truth, raters = make_campaign(rows, alice, django_user_model, name="small fluency")
     vote(campaign, truth, sorted(truth), raters)
@@ -114,6 +115,8 @@ def test_a_corpus_too_small_falls_back_to_the_encoder_features_and_says_so(db, a
     assert "60 usable sentences" in message and "at least 100" in message and "fluency-encoder" in message
     assert message in run.log
     assert run.model_version.config["info"]["fallback"] == message
+    page = alice_client.get(run.get_absolute_url()).content.decode()
+    assert 'id="fallback-warning"' in page and "fell back to the fluency-encoder features" in page.lower()
     fs = score(["A man ride a bicycle in the the park."], version=run.model_version)
     assert 0.0 <= fs[0] <= 1.0
     # No corpus at all (pool and crowd left out, no collections): the same fallback, never a crash.
