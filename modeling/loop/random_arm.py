@@ -28,10 +28,15 @@ def curve(loop, round_, held: list[dict], echo=None) -> dict:
     items, _ = labelled_items(loop.campaign, exclude_tasks=loop.holdout_tasks or ())
     config = trainer.config(loop.config)
     language = items[0]["language"] if items else "en"
-    x = trainer.text_features([i["text"] for i in items], encoder=config.get("encoder") or None,
-                              syntax=bool(config.get("syntax", True)), language=language)
-    hx = trainer.text_features([i["text"] for i in held], encoder=config.get("encoder") or None,
-                               syntax=bool(config.get("syntax", True)), language=language)
+    info = (round_.version.config or {}).get("info") if getattr(round_, "version", None) else None
+    if info and hasattr(trainer, "features_like"):  # as the round's version computes them (its detector, say)
+        x = trainer.features_like(info, [i["text"] for i in items])
+        hx = trainer.features_like(info, [i["text"] for i in held])
+    else:
+        x = trainer.text_features([i["text"] for i in items], encoder=config.get("encoder") or None,
+                                  syntax=bool(config.get("syntax", True)), language=language)
+        hx = trainer.text_features([i["text"] for i in held], encoder=config.get("encoder") or None,
+                                   syntax=bool(config.get("syntax", True)), language=language)
     y = np.asarray([i["label"] for i in items])
     hy = [i["label"] for i in held]
     # The sizes the rounds trained on (this round's included), so each point pairs with a round.

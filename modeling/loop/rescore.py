@@ -36,9 +36,7 @@ def score_tasks(tasks: list[dict], version) -> tuple[np.ndarray, np.ndarray | No
     trainer, model, info = load_version(fluency.resolve(version))
     if not hasattr(trainer, "text_features"):
         return np.asarray(fluency.score(texts, version=version, sources=sources), dtype=np.float64), None
-    srcs = [s or "" for s in sources] if sources and info.get("use_source") else None
-    x = trainer.text_features(texts, srcs, encoder=(info.get("encoder") or {}).get("name"),
-                              syntax=bool(info.get("syntax")), language=info.get("language") or "en")
+    x = trainer.features_like(info, texts, sources)
     return np.asarray(trainer.predict_features(model, x), dtype=np.float64), trainer.sampler_features(model, x)
 
 

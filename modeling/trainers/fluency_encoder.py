@@ -139,11 +139,23 @@ class FluencyEncoderTrainer(Trainer):
         syntax = bool(config.get("syntax", True)) and has_pipeline(language)
         x_all = self.text_features([i["text"] for i in items], [i["source"] for i in items] if use_source else None,
                                    encoder=encoder, syntax=syntax, language=language)
+        info = {"encoder": encoders.describe(encoder), "use_source": use_source, "syntax": syntax,
+                "language": language}
+        head = f"one hidden layer of {int(config['hidden'])}" if int(config["hidden"]) else "logistic regression"
+        inputs = "text and source vectors" if use_source else "the rated sentence's vector"
+        inputs += " and its part-of-speech bigram counts" if syntax else ""
+        notes = [f"Sentence encoder {info['encoder']['name']} ({info['encoder']['licence']}), frozen; "
+                 f"{inputs} -> {head}."]
+        return self.assemble(items, parts, left_out, config, x_all, info, notes, campaign_id=campaign_id)
+
+    def assemble(self, items, parts, left_out, config, x_all, info, notes, campaign_id=None, summary=None) -> Prepared:
+        """The Prepared of these items from their feature rows ``x_all``: the head's standardisation from
+        the training split, the splits as tensors, the data hash and the summary."""
         row = {i["task"]: n for n, i in enumerate(items)}
         train = parts[0]
         mean, std = standardise(x_all[[row[i["task"]] for i in train]])
-        info = {"encoder": encoders.describe(encoder), "dim": int(x_all.shape[1]), "use_source": use_source,
-                "syntax": syntax, "language": language, "hidden": int(config["hidden"]), "dropout": float(config["dropout"]), "mean": mean, "std": std,
+        info = {**info, "dim": int(x_all.shape[1]), "hidden": int(config["hidden"]),
+                "dropout": float(config["dropout"]), "mean": mean, "std": std,
                 "threshold": float(config["threshold"]), "campaign": campaign_id,
                 "class_weights": class_weights(i["label"] for i in train)}
 
@@ -153,15 +165,11 @@ class FluencyEncoderTrainer(Trainer):
                                     [n_words(i["text"]) for i in part], [i["text"] for i in part])
 
         data = [[i["task"], i["text"], i["source"], i["label"]] for i in items]
-        data_hash = hashlib.sha256(json.dumps([data, info["encoder"]["key"]], ensure_ascii=False).encode()).hexdigest()
-        head = f"one hidden layer of {info['hidden']}" if info["hidden"] else "logistic regression"
-        inputs = "text and source vectors" if use_source else "the rated sentence's vector"
-        inputs += " and its part-of-speech bigram counts" if syntax else ""
-        notes = [f"Sentence encoder {info['encoder']['name']} ({info['encoder']['licence']}), frozen; "
-                 f"{inputs} -> {head}."]
+        keyed = [data, (info.get("encoder") or {}).get("key")] + ([info["detector"]] if info.get("detector") else [])
+        data_hash = hashlib.sha256(json.dumps(keyed, ensure_ascii=False).encode()).hexdigest()
         summary = {"campaign": campaign_id, "labels": counts(items), "left_out": left_out,
                    "splits": {name: counts(p) for name, p in zip(("train", "val", "test"), parts)},
-                   "encoder": info["encoder"], "features": info["dim"], "notes": notes}
+                   "encoder": info.get("encoder"), "features": info["dim"], "notes": list(notes), **(summary or {})}
         return Prepared(train=block(parts[0]), val=block(parts[1]), test=block(parts[2]), info=info,
                         data_hash=data_hash, summary=summary)
 
@@ -293,13 +301,17 @@ class FluencyEncoderTrainer(Trainer):
                              lambda e: e["y"])
 
     # --- inference ----------------------------------------------------------------------------
-    def score_texts(self, model, info: dict, texts: list[str], sources=None, device="cpu") -> list[float]:
-        """f per text with a trained version (modeling.fluency.score calls this)."""
+    def features_like(self, info: dict, texts: list[str], sources=None) -> np.ndarray:
+        """The head's input for these texts as the version with this ``info`` computes it (scoring, the
+        learning loop's re-scoring and its random arm)."""
         encoder = (info.get("encoder") or {}).get("name")
         srcs = [(s or "") for s in (sources or [None] * len(texts))] if info.get("use_source") else None
-        x = self.text_features(texts, srcs, encoder=encoder, syntax=bool(info.get("syntax")),
-                               language=info.get("language") or "en")
-        return self.predict_features(model, x, device)
+        return self.text_features(texts, srcs, encoder=encoder, syntax=bool(info.get("syntax")),
+                                  language=info.get("language") or "en")
+
+    def score_texts(self, model, info: dict, texts: list[str], sources=None, device="cpu") -> list[float]:
+        """f per text with a trained version (modeling.fluency.score calls this)."""
+        return self.predict_features(model, self.features_like(info, texts, sources), device)
 
 
 register(FluencyEncoderTrainer)
