@@ -28,26 +28,26 @@ class PairsFileError(ValueError):
 
 
 def read_pairs(path: Path) -> list[dict]:
-    """The rows of a pairs TSV (columns label, text_a, text_b, and kind where there is one; others ignored);
-    PairsFileError with the line for a file in another format."""
+    """The rows of a pairs TSV (columns label, text_a, text_b, and kind where there is one; others ignored;
+    lines starting with '#' are comments); PairsFileError with the line for a file in another format."""
     if not path.is_file():
         raise PairsFileError(f"{path}: no such file")
     with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = [h.strip().lower() for h in next(reader, None) or []]
-        if not {"label", "text_a", "text_b"} <= set(header):
-            raise PairsFileError(f"{path}: the header must be label, kind, text_a, text_b (tab-separated), "
-                                 f"not {header}")
-        col = {name: header.index(name) for name in ("label", "kind", "text_a", "text_b") if name in header}
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            if not row or not any(cell.strip() for cell in row):
-                continue
-            if len(row) < len(header) or row[col["label"]].strip() not in ("0", "1") or not row[
-                    col["text_a"]].strip() or not row[col["text_b"]].strip():
-                raise PairsFileError(f"{path}, line {line}: expected label 0 or 1 and two texts")
-            rows.append({"label": int(row[col["label"]]), "kind": row[col["kind"]] if "kind" in col else "pair",
-                         "a": row[col["text_a"]].strip(), "b": row[col["text_b"]].strip()})
+        lines = [(n, text) for n, text in enumerate(handle, start=1) if not text.startswith("#")]
+    reader = csv.reader((text for _, text in lines), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = [h.strip().lower() for h in next(reader, None) or []]
+    if not {"label", "text_a", "text_b"} <= set(header):
+        raise PairsFileError(f"{path}: the header must be label, kind, text_a, text_b (tab-separated), not {header}")
+    col = {name: header.index(name) for name in ("label", "kind", "text_a", "text_b") if name in header}
+    rows = []
+    for (line, _), row in zip(lines[1:], reader):
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) < len(header) or row[col["label"]].strip() not in ("0", "1") or not row[
+                col["text_a"]].strip() or not row[col["text_b"]].strip():
+            raise PairsFileError(f"{path}, line {line}: expected label 0 or 1 and two texts")
+        rows.append({"label": int(row[col["label"]]), "kind": row[col["kind"]] if "kind" in col else "pair",
+                     "a": row[col["text_a"]].strip(), "b": row[col["text_b"]].strip()})
     if len({r["label"] for r in rows}) < 2:
         raise PairsFileError(f"{path}: precision and recall need pairs of both labels")
     return rows
