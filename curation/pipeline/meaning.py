@@ -226,9 +226,8 @@ def read(doc) -> Reading:
             negations += 1
             continue
         value = _number(token)
-        if value is None and lower in COUNTING_NOUNS and any(c.lower_ == "of" for c in token.children):
-            value = str(NUMBER_WORDS[lower])  # "a pair of vases"
-            numbers[value] += 1
+        if value is not None and lower in COUNTING_NOUNS and any(c.lower_ == "of" for c in token.children):
+            numbers[value] += 1  # "a pair of vases" counts as "two vases"
             continue
         if value is not None and (token.pos_ in ("NUM", "X") or token.dep_ == "nummod" or value.startswith("#")
                                   or not value.replace(".", "").isdigit()):
@@ -327,13 +326,15 @@ def _slots(reading: Reading) -> dict[str, set]:
     for lemma, _, slot in reading.content:
         dep, _, head = slot.partition(":")
         group = SLOT_GROUPS.get(dep, dep)
+        if group == "pred" and head == "be":
+            group = "root"  # "the door is open" / "the door is closed" (a passive participle at the root)
         out.setdefault(lemma, set()).add((group, "" if group == "root" else head))
     return out
 
 
 def _role_swap(a: Reading, b: Reading) -> str:
     """The reason, or "": two nouns that trade places between the captions: agent and patient of the same
-    verb, the subject of a verb in one and elsewhere in the other, or each hanging where the other hung
+    verb, or more generally each hanging where the other hung (subject, object, possessor, preposition)
     ("the boy on the shoulders of his father" / "the father on the shoulders of his boy"); or a noun that
     modifies another in one caption and is modified by it in the other."""
     shared = sorted(set(a.roles) & set(b.roles))
@@ -353,9 +354,6 @@ def _role_swap(a: Reading, b: Reading) -> str:
             traded = (ax - bx) & (by - ay) and (ay - by) & (bx - ax)
             if traded:
                 return f"roles swapped: '{x}' and '{y}'"
-            for verb in {v for r, v in ax | by if r == AGENT}:
-                if (AGENT, verb) in ax - bx and (AGENT, verb) in by - ay:
-                    return f"roles swapped: '{x}' and '{y}' (who {verb}s)"
     for head, modifier in sorted(a.edges - b.edges):
         if (modifier, head) in b.edges and (modifier, head) not in a.edges:
             return f"head and modifier swapped: '{modifier} {head}' / '{head} {modifier}'"
@@ -422,10 +420,25 @@ def match_words(a: Reading, b: Reading, vectors, synonym: float) -> WordMatch:
     class_of = {w: c for w, c, _ in a.content + b.content}
     slots_a, slots_b = _slots(a), _slots(b)
 
+    order_a, order_b = [w for w, _, _ in a.content], [w for w, _, _ in b.content]
+
+    def neighbours(order, word):
+        return {(order[k - 1] if k else "", order[k + 1] if k + 1 < len(order) else "")
+                for k, w in enumerate(order) if w == word}
+
+    def corresponds(u, v):
+        return u == v or (u, v) in same
+
     def in_place(i, j):
+        """The same relation to corresponding heads in the parses, or (where a parser reads the two differently)
+        the same content words either side of it."""
         x, y = rest_a[i], rest_b[j]
-        return class_of[x] == class_of[y] and any(
-            ga == gb and (ha == hb or (ha, hb) in same) for ga, ha in slots_a.get(x, ()) for gb, hb in slots_b.get(y, ()))
+        if class_of[x] != class_of[y]:
+            return False
+        if any(ga == gb and corresponds(ha, hb) for ga, ha in slots_a.get(x, ()) for gb, hb in slots_b.get(y, ())):
+            return True
+        return any(corresponds(la, lb) and corresponds(ra, rb) for la, ra in neighbours(order_a, x)
+                   for lb, rb in neighbours(order_b, y))
 
     pairs = _pair_up(rest_a, rest_b, sim, in_place)
     found.substituted = [(rest_a[i], rest_b[j], similarity) for i, j, similarity in pairs]
