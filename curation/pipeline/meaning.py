@@ -433,12 +433,12 @@ def match_words(a: Reading, b: Reading, vectors, synonym: float) -> WordMatch:
         """The same relation to corresponding heads in the parses, or (where a parser reads the two differently)
         the same content words either side of it."""
         x, y = rest_a[i], rest_b[j]
-        if class_of[x] != class_of[y]:
-            return False
-        if any(ga == gb and corresponds(ha, hb) for ga, ha in slots_a.get(x, ()) for gb, hb in slots_b.get(y, ())):
+        if class_of[x] == class_of[y] and any(ga == gb and corresponds(ha, hb) for ga, ha in slots_a.get(x, ())
+                                              for gb, hb in slots_b.get(y, ())):
             return True
-        return any(corresponds(la, lb) and corresponds(ra, rb) for la, ra in neighbours(order_a, x)
-                   for lb, rb in neighbours(order_b, y))
+        edge_ok = class_of[x] == class_of[y]  # across classes, only between two words on both sides
+        return any(corresponds(la, lb) and corresponds(ra, rb) and (edge_ok or (la and ra))
+                   for la, ra in neighbours(order_a, x) for lb, rb in neighbours(order_b, y))
 
     pairs = _pair_up(rest_a, rest_b, sim, in_place)
     found.substituted = [(rest_a[i], rest_b[j], similarity) for i, j, similarity in pairs]
