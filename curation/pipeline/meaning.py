@@ -1,33 +1,49 @@
 """Same words or same meaning? Checks on a pair of captions that a sentence encoder puts close together.
 
 A bi-encoder's cosine is high for captions that share their words, whatever those words do: "A dog chases a
-cat" and "A cat chases a dog" sit at 0.97 with all-MiniLM-L6-v2, above most paraphrases. So a candidate pair
-(cosine at or above the step's ``min_similarity``) is compared on the spaCy parse of each caption:
+cat" and "A cat chases a dog" sit at 0.97 with all-MiniLM-L6-v2, above most paraphrases; and it is only middling
+for a paraphrase that rewords ("Protesters gathered outside the embassy" / "On Saturday demonstrators assembled in
+front of the embassy", 0.76). So a candidate pair (cosine at or above the step's ``min_similarity``) is compared on
+the spaCy parse of each caption, and the comparison tells a CONTRADICTION, which vetoes, from REWORDING, which
+only costs in proportion:
 
-- ``negation``: one caption negates where the other does not (``neg`` dependents, "no", "without", "never"...);
-- ``numbers``: the numerals differ (digits, number words, ordinals, times, decades), or the same numeral
-  counts different nouns of a coordination ("two women and a man" / "two men and a woman");
-- ``role_swap``: a noun that is the agent of the action in one caption is its patient or place in the other,
-  and the other way round (subject, object and agent read from the dependencies, passives and participle
-  clauses included: "a child is carried by his father" has the father as agent); or a noun that modifies
-  another in one caption is modified by it in the other ("milk chocolate" / "chocolate milk", "the dog's
-  owner" / "the owner's dog");
-- quantifiers (a closed class: all / some / many / few) count with the numbers;
-- content words (nouns, proper nouns, adjectives, verbs, adverbs, without numerals, negations and stop words)
-  matched by lemma, then by near synonym: the encoder's vectors of the two words at cosine >= ``synonym``.
-  What is left over is a ``substituted`` word when the other caption has an unmatched word of the same part
-  class ("full" / "empty", "violin" / "piano", "rises" / "sets"), else an ``added`` word (a detail one
-  caption has and the other lacks). Antonyms are caught as substitutions, with no list of antonym pairs:
-  an antonym is a word of the same class that is not a near synonym. Three general mechanisms cover the
-  antonyms a sentence encoder puts close: adjectives need ADJECTIVE_MARGIN more to pass for synonyms;
-  contrasting compounds ("upstairs" / "downstairs": the same last part, different first parts) are
-  substitutions however close; a word that is the other's with a negating prefix ("locked" / "unlocked")
-  is a negation. Prepositions and particles, a closed class, are compared through the pairs that point
-  opposite ways (OPPOSITE: "before" / "after", "up" / "down"...).
+Contradictions (each a feature that outweighs any cosine):
 
-Each check is a feature of the pair; ``PairScorer`` combines them with the cosine into a logistic score
-(default weights below, fitted ones from people's "same meaning?" judgements, ``fit_scorer``) and a pair is
-the same meaning at ``score >= threshold``. The reasons are kept in words for the review page.
+- ``negation``: one caption negates where the other does not (``neg`` dependents, "no", "without", "never"...),
+  or a word is the other's with a negating prefix ("signed" / "unsigned");
+- ``numbers``: the numerals differ (digits, number words, ordinals, times, decades, "a pair of"), or the same
+  numeral counts different nouns of a coordination ("two women and a man" / "two men and a woman"); quantifiers
+  (a closed class: all / some / many / few) count with them;
+- ``role_swap``: two nouns trade places. Each noun's place is read from the dependencies as (relation, head):
+  agent or patient of a verb (passives, "by" agents, participle clauses, and relative clauses through their
+  pronoun: "the girl who chased the goose" has the girl as agent), possessor or "of" phrase (alike: "the bakery's
+  owner" = "the owner of the bakery"), object of a preposition, compound; the pair is a swap when each noun of
+  the one caption hangs where the other hung in the other ("a boy on the shoulders of his father" / "a father on
+  the shoulders of his boy"), or when a noun that modifies another is modified by it ("milk chocolate");
+- ``substituted``: a content word left over after alignment (below) that sits in the same place of the sentence
+  as a leftover word of the other caption: the same relation to corresponding heads in the parses, or, where the
+  parser reads the two sentences differently, the same content words either side of it. The rest of the sentence
+  being the same, a different word there changes what is said, however close the encoder puts the two words:
+  this is how antonyms ("cheap" / "expensive", 0.80) and co-hyponyms ("violin" / "trumpet") are caught, with no
+  list of them. Contrasting compounds ("upstairs" / "downstairs") and opposite prepositions or particles on the
+  same object (the closed class OPPOSITE: "above" / "below the bridge", "coming in" / "going out") count here.
+
+Rewording (``added``, the share of both captions' content the other does not cover, 0..1): the content words
+(nouns, proper nouns, adjectives, verbs, adverbs, without numerals, negations and stop words) are aligned by
+lemma, by derived form ("protest" / "protester", "decorate" / "decoration", "heat" / "preheat"), by split compound
+("sandcastle" / "sand castle"), then by near synonym: the encoder's vectors of the lemmas or of the forms the
+captions use ("protesters" / "demonstrators" 0.83 where the lemmas are at 0.41) at cosine >= ``synonym``,
+adjectives ADJECTIVE_MARGIN more (gradable antonyms sit close). An aligned word covers 1; a word not aligned
+covers its best counterpart's similarity (the greedy soft matching of BERTScore, Zhang et al. 2020, "BERTScore:
+Evaluating Text Generation with BERT"). A detail one caption adds, a verb said another way in another clause,
+lower the coverage a little; different content lowers it a lot.
+
+Each check is a feature of the pair (FEATURES); ``PairScorer`` combines them with the cosine into a logistic score
+(default weights below, fitted ones from people's "same meaning?" judgements, ``fit_scorer`` in the annotation
+app) and a pair is the same meaning at ``score >= threshold``. The reasons are kept in words for the review page.
+What the design gives up: a synonym the encoder's word vectors do not know, in the same place ("mends" /
+"repairs", "big" / "large" at 0.81 for an adjective), is read as a substitution, so that paraphrase is missed
+(a reviewer's look) rather than an antonym merged (a caption lost).
 """
 from __future__ import annotations
 
@@ -508,9 +524,10 @@ def _numbers_text(numbers: Counter) -> str:
 # --- the score --------------------------------------------------------------------------------------
 
 # Default weights of the logistic score, set by reasoning, not fitted: a pair at cosine 0.65 with nothing
-# found is at the boundary; a negation, a numeral, a swap or a substituted word each outweighs any cosine
-# (the encoder cannot tell them apart); a detail on one side only costs what 0.12 of cosine does (paraphrases
-# add light words: "eating breakfast" / "having breakfast", "set of four glasses" / "four glasses").
+# found and every content word covered is at the boundary; a contradiction (negation, numbers, swapped roles, a
+# different word in the same place) outweighs any cosine (the encoder cannot see them); what rewording leaves
+# uncovered costs in proportion: a quarter of the content uncovered costs what 0.15 of cosine does, so a heavy
+# paraphrase at cosine 0.8 passes with up to a quarter of its content uncovered, one at 0.9 with up to two fifths.
 DEFAULT_WEIGHTS = {"bias": -6.5, "cosine": 10.0, "negation": -8.0, "numbers": -8.0, "role_swap": -8.0,
                    "substituted": -8.0, "added": -6.0}
 DEFAULT_THRESHOLD = 0.5
