@@ -110,6 +110,7 @@ class Reading:
     attachments: dict = field(default_factory=dict)  # noun lemma -> {(relation, head lemma)}: where it hangs
     forms: dict = field(default_factory=dict)  # content lemma -> {lower-case surface forms} (for word vectors)
     directed: set = field(default_factory=set)  # (preposition or particle, its object's lemma or "")
+    attributes: set = field(default_factory=set)  # (adjective, the noun it modifies): "young man"
 
 
 def _number(token) -> str | None:
@@ -228,7 +229,7 @@ def _noun_edge(token) -> tuple[str, str] | None:
 def read(doc) -> Reading:
     content, numbers, counted, roles, negations = [], Counter(), set(), {}, 0
     directions, modifiers, edges, quantities = set(), set(), set(), set()
-    attachments, forms, directed = {}, {}, set()
+    attachments, forms, directed, attributes = {}, {}, set(), set()
     opposable = {w for pair in OPPOSITE for w in pair}
     for token in doc:
         lower = token.lower_
@@ -265,6 +266,8 @@ def read(doc) -> Reading:
         forms.setdefault(lemma, set()).add(lower)
         if token.pos_ in ("ADJ", "ADV"):
             modifiers.add(lemma)
+        if token.dep_ == "amod" and token.head.pos_ in ("NOUN", "PROPN"):
+            attributes.add((lemma, _lemma(token.head)))
         if kind == "noun":
             role, edge = _noun_role(token), _noun_edge(token)
             if role:
@@ -275,7 +278,7 @@ def read(doc) -> Reading:
             if place:
                 attachments.setdefault(lemma, set()).add(place)
     return Reading(content, directions, modifiers, negations, numbers, counted, roles, edges, quantities,
-                   attachments, forms, directed)
+                   attachments, forms, directed, attributes)
 
 
 # --- comparing two readings -----------------------------------------------------------------------
@@ -352,7 +355,8 @@ def _role_swap(a: Reading, b: Reading) -> str:
     """The reason, or "": two nouns that trade places between the captions: agent and patient of the same
     verb, or more generally each hanging where the other hung (subject, object, possessor, preposition)
     ("the boy on the shoulders of his father" / "the father on the shoulders of his boy"); or a noun that
-    modifies another in one caption and is modified by it in the other."""
+    modifies another in one caption and is modified by it in the other, or two adjectives that trade their nouns
+    ("the young man helps an old woman" / "the old man helps a young woman")."""
     shared = sorted(set(a.roles) & set(b.roles))
     for x in shared:
         for role, verb in a.roles[x]:
@@ -373,6 +377,11 @@ def _role_swap(a: Reading, b: Reading) -> str:
     for head, modifier in sorted(a.edges - b.edges):
         if (modifier, head) in b.edges and (modifier, head) not in a.edges:
             return f"head and modifier swapped: '{modifier} {head}' / '{head} {modifier}'"
+    moved_a, moved_b = sorted(a.attributes - b.attributes), b.attributes - a.attributes
+    for m1, h1 in moved_a:  # "the young man ... an old woman" / "the old man ... a young woman"
+        for m2, h2 in moved_a:
+            if m1 != m2 and h1 != h2 and (m1, h2) in moved_b and (m2, h1) in moved_b:
+                return f"adjectives swapped: '{m1} {h1}', '{m2} {h2}' / '{m2} {h1}', '{m1} {h2}'"
     return ""
 
 
