@@ -118,6 +118,9 @@ def _number(token) -> str | None:
     if text in NUMBER_WORDS and token.pos_ in ("NUM", "NOUN", "ADJ"):
         return str(NUMBER_WORDS[text])
     ordinal = _ORDINAL.fullmatch(text)
+    hyphened = token.i + 1 < len(token.doc) and token.nbor(1).text == "-"
+    if text in ORDINALS and hyphened:
+        return None  # an idiom, not an order: "second-hand", "first-class", "third-party"
     if ordinal or (text in ORDINALS and (token.pos_ == "ADJ" or (token.pos_ in ("PROPN", "NOUN")
                                                                   and text not in ("second", "last")))):
         return f"#{ordinal.group(1) if ordinal else ORDINALS[text]}"  # "2nd" and "second" alike
