@@ -388,6 +388,22 @@ def _role_swap(a: Reading, b: Reading) -> str:
     return ""
 
 
+def _renamed(reading: Reading, names: dict[str, str]) -> Reading:
+    """The reading with its nouns called by the other caption's words where the two are aligned as synonyms or
+    derived forms, so that swapped roles are found across a rewording ("the kid's teacher" / "the child's ...")."""
+    if not names:
+        return reading
+
+    def n(w):
+        return names.get(w, w)
+
+    return Reading(reading.content, reading.directions, reading.modifiers, reading.negations, reading.numbers,
+                   reading.counted, {n(k): {(r, n(v)) for r, v in v_} for k, v_ in reading.roles.items()},
+                   {(n(h), n(m)) for h, m in reading.edges}, reading.quantities,
+                   {n(k): {(r, n(h)) for r, h in v_} for k, v_ in reading.attachments.items()}, reading.forms,
+                   reading.directed, {(n(m), n(h)) for m, h in reading.attributes})
+
+
 @dataclass
 class WordMatch:
     """How the content words of two captions pair up, beyond the lemmas they share."""
@@ -515,7 +531,8 @@ def compare(a: Reading, b: Reading, vectors, synonym: float) -> tuple[dict, list
     numbers = _numbers_differ(a, b)
     if numbers:
         reasons.append(numbers)
-    swap = _role_swap(a, b)
+    swap = _role_swap(a, _renamed(b, {y: x for x, y, _ in words.synonyms} | {
+        y: x for x, y in words.related if " " not in x + y}))
     if swap:
         reasons.append(swap)
     reasons.append(f"content covered: {words.coverage:.2f}")

@@ -205,6 +205,16 @@ def test_roles_swapped_through_relatives_possessors_prepositions_and_participles
     for a, b in same:
         features, reasons = meaning.compare(meaning.read(docs[a]), meaning.read(docs[b]), {}, 0.8)
         assert features["role_swap"] == 0 and features["substituted"] == 0, (a, b, reasons)
+    # across a synonym the encoder knows: the kid and the child are one noun
+    texts = ["The kid pushed his teacher into the pond.", "The teacher pushed the child into the pond.",
+             "The teacher was pushed into the pond by the child."]
+    kid, swapped, passive = (meaning.read(d) for d in nlp.parse_unique(texts, meaning.SPACY_NEEDS).values())
+    one = np.array([1.0, 0.0], dtype=np.float32)
+    vectors = {"kid": one, "child": one, "teacher": np.array([0.0, 1.0], dtype=np.float32)}
+    features, reasons = meaning.compare(kid, swapped, vectors, 0.8)
+    assert features["role_swap"] == 1 and "roles swapped" in " ".join(reasons), reasons
+    features, reasons = meaning.compare(kid, passive, vectors, 0.8)
+    assert features["role_swap"] == 0 and features["substituted"] == 0, reasons
 
 
 def test_rewording_lowers_the_coverage_and_a_word_in_the_same_place_contradicts():
