@@ -183,14 +183,15 @@ class _SemanticDuplicates(Filter):
 @register
 class SemanticDuplicates(_SemanticDuplicates):
     name = "semantic_duplicates"
-    version = 2
+    version = 3  # 3: contradictions veto, rewording costs by the share of content left uncovered
     label = "Semantic duplicate captions"
     description = ("Finds captions that say the same thing in other words: candidate pairs by the sentence "
                    "encoder (the packaged all-MiniLM-L6-v2 by default) at or above min_similarity, then checks on "
-                   "their parses that tell same words from same meaning (negation, numbers, swapped subject and "
-                   "object, different or extra content words, antonyms) combined into a score; pairs at or above "
-                   "threshold are grouped into clusters for the curator's review (nothing dropped) unless action "
-                   "is drop, or a calibrated drop_at says the pair is sure. Runs over the whole run.")
+                   "their parses that tell same words from same meaning: contradictions (negation, numbers, nouns "
+                   "that trade places, a different word in the same place: antonyms, other things) veto, while "
+                   "rewording only lowers the share of content the other caption covers; combined into a score; "
+                   "pairs at or above threshold are grouped into clusters for the curator's review (nothing "
+                   "dropped) unless action is drop, or a calibrated drop_at says the pair is sure. Runs over the whole run.")
     model_kind = "text"
     model_param = "text_model"
     keep_choices = ("best_scored", "longest", "first")

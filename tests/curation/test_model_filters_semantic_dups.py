@@ -2,7 +2,7 @@
 here, and image clusters from stored CLIP vectors and the tiny CLIP on the real photos.
 
 The caption set, graded by what a curator would call it:
-The step (version 2) checks each candidate pair for negation, numbers, swapped roles and different words before
+The step (version 3) checks each candidate pair for negation, numbers, swapped roles and different words before
 it calls two captions duplicates, and by default keeps every member of a cluster for the curator's review.
 
 - 60 base captions of everyday photos (dogs, bicycles, food, vehicles, landscapes, animals, music, sport,
