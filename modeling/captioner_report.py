@@ -3,7 +3,6 @@ captioner_judge stores): the table of the model and its baselines, the verdict a
 intervals, and the paired comparison of two captioner runs on their common test images."""
 from __future__ import annotations
 
-from modeling.captioning import bootstrap
 from modeling.metric_keys import clip_to_range
 
 BASELINES = (("most_frequent", "most frequent training caption"),
@@ -85,6 +84,8 @@ def paired_cider(run_a, run_b) -> dict | None:
     pairs = [(v, in_b[str(i)]) for i, v in zip(a["image_ids"], a["CIDEr"]) if str(i) in in_b]
     if not pairs:
         return {"n": 0, "verdict": "unknown", "diff": None, "low": None, "high": None}
+    from modeling.captioning import bootstrap  # numpy: not on the web process's import path
+
     test = bootstrap.paired_difference([p[0] for p in pairs], [p[1] for p in pairs])
     test["low"], test["high"] = clip_to_range("CIDEr", test["low"], test["high"], difference=True)
     if test["low"] is None:

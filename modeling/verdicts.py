@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MARGIN = 0.05
 MIN_ITEMS = 50
@@ -67,6 +69,7 @@ def _zipf(word: str, language: str) -> float:
 
 def mean_zipf(text: str, language: str = "en") -> float:
     """The mean Zipf frequency of the text's words (wordfreq's tokenizer); 0 for a text without words."""
+    import numpy as np
     from wordfreq import tokenize
 
     tokens = [t for t in tokenize(text or "", language) if not t.isdigit()]
@@ -76,6 +79,8 @@ def mean_zipf(text: str, language: str = "en") -> float:
 def fit_threshold(values, labels) -> tuple[float, int]:
     """(threshold, direction) maximising macro F1 on the training items: predict 1 when
     direction * (value - threshold) > 0. Candidates: midpoints between consecutive distinct values."""
+    import numpy as np
+
     values, labels = np.asarray(values, dtype=np.float64), np.asarray(labels, dtype=np.int64)
     distinct = np.unique(values)
     if len(distinct) < 2:
@@ -111,6 +116,8 @@ def baseline_predictions(train_texts, train_labels, test_texts, language: str = 
 
 def _f1_parts(y: np.ndarray, p: np.ndarray):
     """Macro F1 along the last axis (0/1 arrays of the same shape): the mean of both classes' F1."""
+    import numpy as np
+
     tp = np.sum((y == 1) & (p == 1), axis=-1)
     tn = np.sum((y == 0) & (p == 0), axis=-1)
     wrong = np.sum(y != p, axis=-1)
@@ -124,12 +131,16 @@ def _f1_parts(y: np.ndarray, p: np.ndarray):
 
 
 def macro_f1(y, p) -> float:
+    import numpy as np
+
     return float(_f1_parts(np.asarray(y, dtype=np.int64), np.asarray(p, dtype=np.int64)))
 
 
 def bootstrap_interval(y, pred, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
                        confidence: float = CONFIDENCE) -> list[float] | None:
     """Percentile bootstrap interval of one classifier's macro F1 on these items (None under 2 items)."""
+    import numpy as np
+
     y, pred = np.asarray(y, dtype=np.int64), np.asarray(pred, dtype=np.int64)
     if len(y) < 2:
         return None
@@ -143,6 +154,8 @@ def bootstrap_interval_mean(y, preds: list, seed: int = 0, resamples: int = BOOT
                             confidence: float = CONFIDENCE) -> list[float] | None:
     """Percentile bootstrap interval of the mean macro F1 of several classifiers (the random arm's repeats)
     on the same resampled items."""
+    import numpy as np
+
     y = np.asarray(y, dtype=np.int64)
     if len(y) < 2 or not preds:
         return None
@@ -156,6 +169,8 @@ def paired_interval(y, model_pred, other_pred, seed: int = 0, resamples: int = B
                     confidence: float = CONFIDENCE) -> list[float] | None:
     """Paired percentile bootstrap interval of macro F1(model) - macro F1(other), both scored on the same
     resampled items; ``other_pred`` None means a constant (chance's 0.5)."""
+    import numpy as np
+
     y, model_pred = np.asarray(y, dtype=np.int64), np.asarray(model_pred, dtype=np.int64)
     if len(y) < 2:
         return None

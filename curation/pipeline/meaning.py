@@ -51,8 +51,11 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 NEGATIONS = {"not", "no", "never", "without", "nobody", "nothing", "none", "neither", "nor", "n't", "nowhere"}
 # Verbs that carry tense or voice rather than content, and the words captions use to frame a picture
@@ -325,6 +328,8 @@ def _similarity(x: str, y: str, vectors, forms: dict) -> float:
 
 def _pair_up(a: list[str], b: list[str], sim, keep=lambda i, j: True):
     """Pairs (i, j, similarity) of a's and b's words, most similar first, each word once."""
+    import numpy as np
+
     if not a or not b:
         return []
     sims = np.array([[sim(x, y) for y in b] for x in a])
@@ -603,6 +608,8 @@ def lemmas_of(readings) -> list[str]:
 
 def word_vectors(words: list[str], encode) -> dict[str, np.ndarray]:
     """Unit vectors of single words by the sentence encoder (``encode(texts) -> matrix``)."""
+    import numpy as np
+
     if not words:
         return {}
     matrix = np.asarray(encode(words), dtype=np.float32)
@@ -614,6 +621,8 @@ def judge_texts(pairs: list[tuple[str, str]], *, encode, parse, scorer: PairScor
                 synonym: float = 0.8) -> list[PairJudgement]:
     """Judge caption pairs by their texts: ``encode(texts) -> unit vectors`` (the sentence encoder), ``parse(texts)
     -> {text: Doc}`` (spaCy with SPACY_NEEDS). The cosine is the encoder's, as in the step."""
+    import numpy as np
+
     scorer = scorer or PairScorer()
     texts = list(dict.fromkeys(t for pair in pairs for t in pair))
     if not texts:

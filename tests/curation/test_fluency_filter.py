@@ -188,7 +188,8 @@ def test_the_filter_scores_with_the_activated_version(db, alice, django_user_mod
     # A version number that does not exist: "na" too, saying which.
     assert flt.__class__({"version": 99}).apply(items(["a surfer rides a wave"]))[0].details == {"version": 99}
 
-    registry.activate(version, alice)
+    # 40 held-out items are below the activation rule's minimum: activated on purpose, as this tests scoring.
+    registry.activate(version, alice, force=True)
     # Held-out-style inputs: fluent sentences never seen in training, and scrambled ones.
     fluent = ["a brown dog is running in the park", "a man is sitting on a bench by the river",
               "a girl rides a horse on the beach"]
