@@ -13,7 +13,7 @@ from .base import Prepared, Trainer, TrainingError
 log = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, Trainer] = {}
-BUILTIN_MODULES = ("fluency", "fluency_encoder", "fluency_detector", "captioner", "topic_cnn")
+BUILTIN_MODULES = ("fluency", "fluency_encoder", "fluency_detector", "fluency_finetune", "captioner", "topic_cnn")
 # What a new run (and a new learning loop) of each kind trains unless told otherwise: for fluency, the head on a
 # pretrained sentence encoder, which learns from a few hundred labels; the seed's four-way LSTM
 # ("fluency-lstm4") is one choice away. "fluency-detector" (synthetic-error detector + grammar and word-frequency
