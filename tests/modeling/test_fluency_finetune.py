@@ -76,6 +76,9 @@ def test_a_tiny_encoder_fine_tunes_registers_reloads_with_weights_only_and_filte
     info = version.config["info"]
     assert info["finetuned"] is True and info["max_length"] == 96 and len(info["class_weights"]) == 2
 
+    # The artifact: a plain state dict in half precision (weights_only loads it).
+    state = registry.load_state_bytes(registry.read_storage(version.artifact, "test"), "test")
+    assert state["head.weight"].dtype == torch.float16 and state["head.weight"].shape == (2, 32)
     # A new process: the architecture from the directory's config, the weights from the artifact (weights_only).
     registry.clear_cache()
     trainer, model, loaded_info = registry.load_version(version)
@@ -121,7 +124,7 @@ def test_on_dev_set_1_at_200_labels_it_beats_the_best_trivial_baseline_by_015_on
     from modeling.engine import fit_in_memory
 
     rows = read_dev()
-    rng = random.Random("fluency-finetune:0")
+    rng = random.Random("fluency-dev:0")  # benchmarks/fluency_dev.py's split of seed 0
     train = []
     for label in (0, 1):
         group = [n for n, (_, y) in enumerate(rows) if y == label]
