@@ -1,16 +1,18 @@
-"""Fluency classifiers on a labelled development set: the new "fluency-detector" against "fluency-encoder" and
-the trivial baselines, at a given number of labels, over several seeded splits.
+"""Fluency classifiers on a labelled development set: "fluency-finetune", "fluency-detector" and "fluency-encoder"
+against the trivial baselines, at a given number of labels, over several seeded splits.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/wt_fluency .venv/bin/python benchmarks/fluency_dev.py \\
         [--data tests/modeling/data/fluency_dev.tsv] [--labels 200] [--seeds 5] \\
-        [--extra-corpus tests/modeling/data/fluent_captions_dev.txt] [--set pretrain_steps=200 ...] [--no-encoder]
+        [--extra-corpus tests/modeling/data/fluent_captions_dev.txt] [--set pretrain_steps=200 ...] [--no-encoder] \\
+        [--no-finetune] [--finetune-set epochs=7 ...]
 
 The file: tab-separated ``label error source text`` rows (label 1 fluent, 0 not), ``#`` comment lines and a
 header. Per seed, a stratified random ``--labels`` items train and the rest are unseen test items. The
 detector's pre-training corpus is every text of the file without its label (what a platform has: the
 unlabelled pool), plus ``--extra-corpus`` lines when given; its cost is paid once per corpus (then cached,
 like a loop's rounds) and printed apart from the per-fit seconds of the head. Printed per seed and as
-mean ± sd: macro F1 on the unseen items of the detector, the encoder model, the majority class of the
+mean ± sd: macro F1 on the unseen items of the fine-tuned encoder (its seconds per fit include
+the fine-tuning), the detector, the encoder model, the majority class of the
 training labels, chance (0.5: a fair coin's expected macro F1 on balanced data is about that), seed 004's
 length rule, and the margin of the detector over the best trivial baseline.
 """
@@ -81,6 +83,9 @@ def main(argv=None):
     parser.add_argument("--extra-corpus", default="")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
     parser.add_argument("--no-encoder", action="store_true", help="skip the fluency-encoder comparison")
+    parser.add_argument("--no-finetune", action="store_true", help="skip fluency-finetune (tens of seconds per fit)")
+    parser.add_argument("--finetune-set", action="append", default=[], metavar="KEY=JSON",
+                        help="a fluency-finetune config override")
     parser.add_argument("--per-class", action="store_true", help="recall of 'not fluent' per error class")
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
@@ -123,6 +128,14 @@ def main(argv=None):
     encoder = get_trainer("fluency-encoder")
     enc_config = encoder.config({"device": "cpu"})
     xe = None if args.no_encoder else encoder.text_features([r["text"] for r in rows], syntax=True)
+    finetune = get_trainer("fluency-finetune")
+    ft_config = finetune.config({"device": "cpu", **{k: json.loads(v) for k, _, v in
+                                                      (item.partition("=") for item in args.finetune_set)}})
+    xf = None if args.no_finetune else finetune.features_like({}, [r["text"] for r in rows])
+    if xf is not None:
+        print(f"fluency-finetune settings: epochs {ft_config['epochs']}, lr {ft_config['lr']} / head "
+              f"{ft_config['head_lr']}, batch {ft_config['batch_size']}, torch threads "
+              f"{ft_config['torch_threads'] or 'as set'}")
 
     table = []
     misses: dict[str, list[int]] = {}
@@ -132,6 +145,8 @@ def main(argv=None):
         det_f1, det_s, probs = fit_and_score(detector, x, y, train, test, {**config, "seed": seed})
         enc_f1, enc_s = (fit_and_score(encoder, xe, y, train, test, {**enc_config, "seed": seed})[:2]
                          if xe is not None else (float("nan"), float("nan")))
+        ft_f1, ft_s = (fit_and_score(finetune, xf, y, train, test, {**ft_config, "seed": seed})[:2]
+                       if xf is not None else (float("nan"), float("nan")))
         majority = majority_baseline([y[i] for i in train], yt)["macro_f1"]
         length = length_baseline([n_words(rows[i]["text"]) for i in train], [y[i] for i in train],
                                  [n_words(rows[i]["text"]) for i in test], yt)
@@ -139,18 +154,20 @@ def main(argv=None):
                                        [1.0 if n_words(rows[i]["text"]) < length["threshold"] else 0.0
                                         for i in test]])["macro_f1"]
         best = max(majority, 0.5, length_f1)
-        table.append({"seed": seed, "detector": det_f1, "encoder": enc_f1, "majority": majority, "length": length_f1,
-                      "margin": det_f1 - best, "detector_s": det_s, "encoder_s": enc_s, "n_test": len(test)})
-        print(f"seed {seed}: detector {det_f1:.3f} ({det_s:.2f} s) | encoder {enc_f1:.3f} ({enc_s:.2f} s) | "
+        table.append({"seed": seed, "finetune": ft_f1, "detector": det_f1, "encoder": enc_f1, "majority": majority,
+                      "length": length_f1, "margin": det_f1 - best, "finetune_margin": ft_f1 - best,
+                      "finetune_s": ft_s, "detector_s": det_s, "encoder_s": enc_s, "n_test": len(test)})
+        print(f"seed {seed}: finetune {ft_f1:.3f} ({ft_s:.1f} s) | detector {det_f1:.3f} ({det_s:.2f} s) | encoder {enc_f1:.3f} ({enc_s:.2f} s) | "
               f"majority {majority:.3f} | chance 0.500 | length {length_f1:.3f} | margin {det_f1 - best:+.3f} "
               f"on {len(test)} unseen")
         for i, p in zip(test, probs):
             if rows[i]["label"] == 0:
                 misses.setdefault(rows[i]["error"], []).append(int(p > 0.5))
     print("mean ± sd over seeds:")
-    for key in ("detector", "encoder", "majority", "length", "margin", "detector_s", "encoder_s"):
+    for key in ("finetune", "detector", "encoder", "majority", "length", "margin", "finetune_margin", "finetune_s",
+                "detector_s", "encoder_s"):
         values = np.array([t[key] for t in table], dtype=float)
-        print(f"  {key:11s} {np.nanmean(values):.3f} ± {np.nanstd(values):.3f}")
+        print(f"  {key:15s} {np.nanmean(values):.3f} ± {np.nanstd(values):.3f}")
     if args.per_class:
         print("share of 'not fluent' items called fluent, per error class (all seeds):")
         for error, calls in sorted(misses.items()):

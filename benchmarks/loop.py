@@ -10,7 +10,7 @@ class, is a clear error and exit code 2). Each repetition splits it, stratified 
 label and ``--test-share`` test items; the default sampler, uncertainty and random run from the same start
 labels; printed per round: mean ± sd macro F1 of each, the default's difference with random and its seconds
 per round; the verdict's baselines on the same test items; the labels the default needs to reach random's
-final F1. ``--trainer`` (default: the platform's default fluency trainer, modeling.trainers.DEFAULT_TRAINERS)
+final F1. ``--trainer`` (default: a new loop's fluency trainer, modeling.trainers.LOOP_DEFAULT_TRAINERS)
 picks the trainer simulated.
 
 1. The pool: 2,600 caption sentences from tests/modeling/fluency_corpus.py (written captions, then
@@ -167,9 +167,9 @@ def sampler_part(args) -> dict:
 
     from modeling.loop import samplers
     from modeling.threads import torch_threads
-    from modeling.trainers import DEFAULT_TRAINERS
+    from modeling.trainers import LOOP_DEFAULT_TRAINERS
 
-    trainer = args.trainer or DEFAULT_TRAINERS["fluency"]
+    trainer = args.trainer or LOOP_DEFAULT_TRAINERS["fluency"]
     default = samplers.DEFAULT
     if args.pool:
         from modeling.loop.pool_file import read_pool

@@ -81,11 +81,19 @@ def save_storage(name: str, data: bytes) -> str:
 
 
 def save_artifact(run, model, info: dict, config: dict, trainer_name: str) -> tuple[str, str]:
-    """Write the final weights (a state dict on CPU) and a JSON sidecar; return (name, sha256)."""
+    """Write the final weights (a state dict on CPU) and a JSON sidecar; return (name, sha256). A model with
+    an ``artifact_dtype`` (a torch float dtype, e.g. float16 for a fine-tuned transformer) has its floating
+    tensors stored in it; loading copies them back into the model's own dtype."""
     import torch
 
+    dtype = getattr(model, "artifact_dtype", None)
+
+    def stored(v):
+        v = v.detach().cpu()
+        return v.to(dtype) if dtype is not None and v.is_floating_point() else v
+
     buffer = io.BytesIO()
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
+    torch.save({k: stored(v) for k, v in model.state_dict().items()}, buffer)
     data = buffer.getvalue()
     sha = hashlib.sha256(data).hexdigest()
     base = f"{ARTIFACT_DIR}/{run.kind}/run-{run.pk}"

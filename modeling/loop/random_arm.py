@@ -23,7 +23,7 @@ def curve(loop, round_, held: list[dict], echo=None) -> dict:
     from ..engine import fit_in_memory
 
     trainer = get_trainer(loop.trainer)
-    if not hasattr(trainer, "prepared_from_features") or not held:
+    if not hasattr(trainer, "prepared_from_features") or not trainer.fast_refit or not held:
         return {"simulated": False, "why": "the trainer is too slow to retrain per point" if held else "no hold-out"}
     items, _ = labelled_items(loop.campaign, exclude_tasks=loop.holdout_tasks or ())
     config = trainer.config(loop.config)

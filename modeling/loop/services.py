@@ -14,13 +14,13 @@ from django.utils import timezone
 from captionlab import tasks
 
 from ..models import Kind, LearningLoop, LoopRound, Sampler
-from ..trainers import DEFAULT_TRAINERS, get_trainer
+from ..trainers import LOOP_DEFAULT_TRAINERS, get_trainer
 from ..trainers.base import TrainingError
 from . import holdout
 
 # Campaign kinds whose labels train a model, with the model kind and the default trainer. Informativeness
 # and GOOD/BAD follow by adding a row here and a trainer that reads their aggregates.
-LOOP_KINDS = {"fluency": (Kind.FLUENCY, DEFAULT_TRAINERS["fluency"])}
+LOOP_KINDS = {"fluency": (Kind.FLUENCY, LOOP_DEFAULT_TRAINERS["fluency"])}
 STALE_SECONDS = 120  # a running round without a heartbeat for this long lost its worker
 QUEUED_SECONDS = 3600  # a round no worker took for this long (the broker's visibility timeout) is given up
 

@@ -61,6 +61,9 @@ class Trainer:
     kind: str = ""
     name: str = ""
     default_config: dict = {}
+    # Whether a fit takes seconds, so that the learning loop's random arm may refit it per point
+    # (modeling/loop/random_arm.py); a trainer that fine-tunes a transformer says False.
+    fast_refit: bool = True
 
     ENGINE_DEFAULTS = {
         "epochs": 3,

@@ -80,14 +80,16 @@ def test_embeddings_are_cached_per_text_and_scoring_reuses_them(db, alice, djang
     assert score(texts, version=run.model_version) == first[:10]
 
 
-def test_new_fluency_runs_default_to_the_encoder_trainer_and_the_seed_model_stays_one_option_away():
-    from modeling.trainers import trainers_for_kind
+def test_new_loops_default_to_the_encoder_trainer_and_the_seed_model_stays_one_option_away():
+    from modeling.loop.services import LOOP_KINDS
+    from modeling.trainers import DEFAULT_TRAINERS, LOOP_DEFAULT_TRAINERS, trainers_for_kind
 
     names = [t.name for t in trainers_for_kind("fluency")]
-    assert {"fluency-encoder", "fluency-lstm4"} <= set(names)
-    from modeling.trainers import DEFAULT_TRAINERS
-
-    assert DEFAULT_TRAINERS["fluency"] == "fluency-encoder"
+    assert {"fluency-encoder", "fluency-finetune", "fluency-lstm4"} <= set(names)
+    # A loop retrains every round (and refits its random arm): the head that fits in seconds.
+    assert LOOP_DEFAULT_TRAINERS["fluency"] == "fluency-encoder" and LOOP_KINDS["fluency"][1] == "fluency-encoder"
+    # A single new run: the fine-tuned encoder (docs/benchmarks.md).
+    assert DEFAULT_TRAINERS["fluency"] == "fluency-finetune"
 
 
 def test_one_class_only_is_refused_with_the_counts(db, alice, django_user_model):

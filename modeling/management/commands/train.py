@@ -1,6 +1,6 @@
 """Create a training run and run it here (terminal progress), or queue it on the gpu queue.
 
-    manage.py train --campaign 3                 # a fluency campaign: the default trainer, fluency-encoder
+    manage.py train --campaign 3                 # a fluency campaign: the default trainer, fluency-finetune
     manage.py train fluency-lstm4 --campaign 3 --epochs 5 --seed 1   # the seed's four-way LSTM
     manage.py train captioner-lstm --release 2 --strategy weighted_loss --device cuda --queue
     manage.py train --resume 12          # continue a failed/killed run from its last checkpoint
@@ -22,8 +22,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("trainer", nargs="?", help="trainer name; --list shows them. With --campaign and no "
-                                                        "trainer: fluency-encoder (a head on the packaged sentence "
-                                                        "encoder); fluency-lstm4 is the seed's model")
+                                                        "trainer: fluency-finetune (the packaged sentence encoder "
+                                                        "fine-tuned on the labels); fluency-encoder (a head on the "
+                                                        "frozen encoder) fits in seconds; fluency-lstm4 is the "
+                                                        "seed's model")
         parser.add_argument("--list", action="store_true", help="list the trainers and their defaults")
         parser.add_argument("--campaign", type=int, help="id of the campaign whose aggregated votes train the "
                                                             "model (fluency classifiers)")
