@@ -4,7 +4,7 @@ against the trivial baselines, at a given number of labels, over several seeded 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/wt_fluency .venv/bin/python benchmarks/fluency_dev.py \\
         [--data tests/modeling/data/fluency_dev.tsv] [--labels 200] [--seeds 5] \\
         [--extra-corpus tests/modeling/data/fluent_captions_dev.txt] [--set pretrain_steps=200 ...] [--no-encoder] \\
-        [--no-finetune] [--finetune-set epochs=7 ...]
+        [--no-finetune] [--finetune-set epochs=7 ...] [--test-data tests/modeling/data/fluency_second.tsv]
 
 The file: tab-separated ``label error source text`` rows (label 1 fluent, 0 not), ``#`` comment lines and a
 header. Per seed, a stratified random ``--labels`` items train and the rest are unseen test items. The
@@ -78,6 +78,7 @@ def fit_and_score(trainer, x, y, train, test, config) -> tuple[float, float, lis
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT / "tests/modeling/data/fluency_dev.tsv"))
+    parser.add_argument("--test-data", default="", help="score on every item of this file instead of the rest of --data")
     parser.add_argument("--labels", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--extra-corpus", default="")
@@ -101,6 +102,13 @@ def main(argv=None):
     from modeling.trainers.fluency_data import n_words
 
     rows = read_pool(Path(args.data))
+    dev_rows = rows
+    if args.test_data:
+        # Train on --labels items of --data, score on every item of --test-data (a set in another voice);
+        # the detector's corpus holds both files' texts without their labels, as a platform's pool would.
+        held = read_pool(Path(args.test_data))
+        rows = dev_rows + [{**r, "task": len(dev_rows) + r["task"]} for r in held]
+        print(f"training on {args.data}, testing on all {len(held)} items of {args.test_data}")
     y = [r["label"] for r in rows]
     overrides = {}
     for item in args.set:
@@ -140,7 +148,9 @@ def main(argv=None):
     table = []
     misses: dict[str, list[int]] = {}
     for seed in range(args.seeds):
-        train, test = stratified(rows, args.labels, seed)
+        train, test = stratified(dev_rows, args.labels, seed)
+        if args.test_data:
+            test = list(range(len(dev_rows), len(rows)))
         yt = [y[i] for i in test]
         det_f1, det_s, probs = fit_and_score(detector, x, y, train, test, {**config, "seed": seed})
         enc_f1, enc_s = (fit_and_score(encoder, xe, y, train, test, {**enc_config, "seed": seed})[:2]
