@@ -25,9 +25,9 @@ DEV = Path(__file__).parent / "data" / "fluency_dev.tsv"
 FAST = {"device": "cpu", "pretrain_steps": 100, "variants": 3, "cv_folds": 0}
 
 
-def read_dev() -> list[tuple[str, int]]:
+def read_dev(path: Path = DEV) -> list[tuple[str, int]]:
     rows = []
-    for line in DEV.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#") or line.startswith("label\t"):
             continue
         label, _error, _source, text = line.split("\t")

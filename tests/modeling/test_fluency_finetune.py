@@ -22,6 +22,10 @@ from modeling.trainers.fluency_data import n_words
 from tests.modeling.test_fluency_detector import make_campaign, read_dev, vote
 
 DEV = Path(__file__).parent / "data" / "fluency_dev.tsv"
+# The second set, in another voice, written apart and looked at once: its first figure (2026-12-08, trained on
+# 200 labels of dev set 1, seeds 0-2 of benchmarks/fluency_dev.py --test-data) was macro F1 0.635 ± 0.011
+# against chance 0.5, majority 0.329 and the length rule 0.484.
+SECOND = Path(__file__).parent / "data" / "fluency_second.tsv"
 
 
 def _tiny_bert(folder: Path, texts: list[str]) -> Path:
@@ -120,7 +124,7 @@ def test_a_fresh_build_reads_no_weights_and_training_starts_from_the_pretrained_
     assert not trainer.fast_refit  # the loop's random arm does not refit it per point
 
 
-def test_on_dev_set_1_at_200_labels_it_beats_the_best_trivial_baseline_by_015_on_the_unseen(db):
+def test_at_200_labels_it_beats_the_best_trivial_baseline_by_015_on_dev_set_1_and_010_on_the_second_set(db):
     from modeling.engine import fit_in_memory
 
     rows = read_dev()
@@ -144,3 +148,12 @@ def test_on_dev_set_1_at_200_labels_it_beats_the_best_trivial_baseline_by_015_on
     length = binary_report(yt, [1.0 if n_words(texts[n]) < rule["threshold"] else 0.0 for n in held])["macro_f1"]
     assert len(train) == 200 and len(held) == len(rows) - 200
     assert f1 >= max(majority, 0.5, length) + 0.15, (f1, majority, length)
+
+    # The same model on every item of the second set: another voice, other sources, other errors.
+    second = read_dev(SECOND)
+    s_texts, s_y = [t for t, _ in second], [label for _, label in second]
+    s_f1 = binary_report(s_y, trainer.predict_features(model, trainer.features_like({}, s_texts)))["macro_f1"]
+    s_majority = majority_baseline([y[n] for n in train], s_y)["macro_f1"]
+    s_length = binary_report(s_y, [1.0 if n_words(t) < rule["threshold"] else 0.0 for t in s_texts])["macro_f1"]
+    assert len(second) >= 180
+    assert s_f1 >= max(s_majority, 0.5, s_length) + 0.10, (s_f1, s_majority, s_length)
