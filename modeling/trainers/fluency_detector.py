@@ -37,7 +37,6 @@ from modeling.models import Kind
 
 from . import register
 from .base import Prepared
-from .fluency_data import check_counts, labelled_items, split
 from .fluency_encoder import FluencyEncoderTrainer
 from .fluency_pretrain import DEFAULTS as PRETRAIN_DEFAULTS
 from .fluency_pretrain import FEATURES as DETECTOR_FEATURES
@@ -84,15 +83,8 @@ class FluencyDetectorTrainer(FluencyEncoderTrainer):
 
     # --- data ---------------------------------------------------------------------------------
     def prepare(self, run) -> Prepared:
-        from modeling.trainers.base import TrainingError
-
         config = self.config(run.config)
-        if run.campaign_id is None:
-            raise TrainingError("The fluency classifier trains on a fluency campaign's aggregated votes: choose a "
-                                "campaign.", code="bad_config")
-        items, left_out = labelled_items(run.campaign, config.get("exclude_tasks") or ())
-        check_counts(items, left_out, config)
-        parts = split(items, config)
+        items, left_out, parts = self.campaign_items(run, config)
         corpus, sources = corpus_texts(run.campaign, config)
         return self.prepared_with_corpus(items, parts, left_out, config, corpus, sources,
                                          campaign_id=run.campaign_id, echo=getattr(run, "echo", None))

@@ -119,16 +119,22 @@ class FluencyEncoderTrainer(Trainer):
 
     # --- data ---------------------------------------------------------------------------------
     def prepare(self, run) -> Prepared:
+        config = self.config(run.config)
+        items, left_out, parts = self.campaign_items(run, config)
+        return self.prepared_from_items(items, parts, left_out, config, campaign_id=run.campaign_id)
+
+    @staticmethod
+    def campaign_items(run, config: dict) -> tuple[list[dict], list, tuple]:
+        """(labelled items, items left out, (train, val, test) parts) of the run's fluency campaign; a
+        TrainingError when there is no campaign or too few labels."""
         from modeling.trainers.base import TrainingError
 
-        config = self.config(run.config)
         if run.campaign_id is None:
             raise TrainingError("The fluency classifier trains on a fluency campaign's aggregated votes: choose a "
                                 "campaign.", code="bad_config")
         items, left_out = labelled_items(run.campaign, config.get("exclude_tasks") or ())
         check_counts(items, left_out, config)
-        parts = split(items, config)
-        return self.prepared_from_items(items, parts, left_out, config, campaign_id=run.campaign_id)
+        return items, left_out, split(items, config)
 
     def prepared_from_items(self, items, parts, left_out, config, campaign_id=None) -> Prepared:
         from modeling import encoders

@@ -41,7 +41,7 @@ from modeling.models import Kind
 
 from . import register
 from .base import Prepared, TrainingError
-from .fluency_data import check_counts, counts, labelled_items, n_words, split
+from .fluency_data import counts, n_words
 from .fluency_encoder import FluencyEncoderTrainer, class_weights
 
 EVAL_BATCH = 64
@@ -163,16 +163,7 @@ class FluencyFinetuneTrainer(FluencyEncoderTrainer):
         "val_fraction": 0.0,
     }
 
-    # --- data ---------------------------------------------------------------------------------
-    def prepare(self, run) -> Prepared:
-        config = self.config(run.config)
-        if run.campaign_id is None:
-            raise TrainingError("The fluency classifier trains on a fluency campaign's aggregated votes: choose a "
-                                "campaign.", code="bad_config")
-        items, left_out = labelled_items(run.campaign, config.get("exclude_tasks") or ())
-        check_counts(items, left_out, config)
-        parts = split(items, config)
-        return self.prepared_from_items(items, parts, left_out, config, campaign_id=run.campaign_id)
+    # --- data: the encoder trainer's prepare (its campaign's labelled items and splits) ----------------
 
     def _info(self, config: dict, labels) -> dict:
         from modeling import encoders
